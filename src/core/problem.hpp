@@ -1,0 +1,63 @@
+// The validated, normalised form of one attention call. Built once at the public boundary
+// (validate.cpp); the kernel and the reference only read it and never re-check arguments.
+#pragma once
+
+#include <cstdint>
+
+#include "maskattn/maskattn.hpp"
+
+namespace maskattn::detail {
+
+// Element strides of a [B, H, L, D] view whose innermost stride is 1.
+struct RowMajor3 {
+  int64_t b = 0, h = 0, l = 0;
+};
+
+struct Problem {
+  // Sizes. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).
+  int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, group = 1;
+
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  float* out = nullptr;
+  RowMajor3 qs, ks, vs, os;
+
+  float scale = 1.0f;
+
+  // Mask rules.
+  bool causal = false;
+  bool top_left = false;
+  const int32_t* key_lengths = nullptr;    // [B] or null (= Lk)
+  const int32_t* query_lengths = nullptr;  // [B] or null (= Lq)
+  MaskView<uint8_t> allowed;               // data null = none
+  MaskView<float> bias;                    // data null = none
+  int64_t window_left = -1, window_right = -1;
+  int64_t prefix = 0;
+  const int32_t* query_segments = nullptr;  // [B, Lq] or null
+  const int32_t* key_segments = nullptr;    // [B, Lk] or null
+  const float* alibi_slopes = nullptr;      // [Hq] or null
+  float softcap = 0.0f;                     // 0 = off
+  FullyMasked policy = FullyMasked::zero;
+
+  // Optional outputs (contiguous) and run settings.
+  float* weights = nullptr;  // [B, Hq, Lq, Lk]
+  float* lse = nullptr;      // [B, Hq, Lq]
+  int threads = 1;
+  Stats* stats = nullptr;
+
+  int64_t key_length(int64_t b) const { return key_lengths ? key_lengths[b] : Lk; }
+  int64_t query_length(int64_t b) const { return query_lengths ? query_lengths[b] : Lq; }
+  // d(i) = i + diagonal_offset(b): bottom-right alignment uses the valid lengths.
+  int64_t diagonal_offset(int64_t b) const {
+    return top_left ? 0 : key_length(b) - query_length(b);
+  }
+  bool has_window() const { return window_left >= 0 || window_right >= 0; }
+};
+
+// Validates every argument (throwing ArgumentError that names it) and returns the normalised
+// problem. Nothing is written. `need_outputs` is false for the reference, which returns its results.
+Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                     const MutableTensor* out, const Options& options, const ExtraOutputs& extra);
+
+}  // namespace maskattn::detail

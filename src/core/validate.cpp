@@ -1,0 +1,225 @@
+// Argument validation: the single place where user input is checked (STYLE: validate once at the
+// boundary, with messages that name the argument; inner loops only assume).
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "core/problem.hpp"
+#include "dispatch/targets.hpp"
+
+namespace maskattn::detail {
+namespace {
+
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+[[noreturn]] void fail(const std::string& argument, const std::string& message) {
+  throw ArgumentError(argument, message);
+}
+[[noreturn]] void fail_type(const std::string& argument, const std::string& message) {
+  throw ArgumentError(argument, message, /*type_error=*/true);
+}
+
+constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max() / 2;
+
+// a * b, or fail naming `argument` when the product's byte count would overflow.
+int64_t checked_mul(int64_t a, int64_t b, const std::string& argument) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxBytes / int64_t(sizeof(float)))
+    fail(argument, cat("size overflows: ", a, " x ", b, " elements do not fit in memory"));
+  return r;
+}
+int64_t checked_add(int64_t a, int64_t b, const std::string& argument) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r) || r > kMaxBytes / int64_t(sizeof(float)))
+    fail(argument, cat("size overflows: offset ", a, " + ", b, " does not fit in memory"));
+  return r;
+}
+
+// Number of elements spanned by a view: 1 + largest offset it addresses (0 if it is empty).
+int64_t span_of(const int64_t* shape, const int64_t* strides, const std::string& argument) {
+  int64_t last = 0;
+  for (int d = 0; d < 4; ++d) {
+    if (shape[d] == 0) return 0;
+    last = checked_add(last, checked_mul(shape[d] - 1, strides[d], argument), argument);
+  }
+  return last + 1;
+}
+
+const char* const kDimNames[4] = {"B", "H", "L", "D"};
+
+template <class T>
+void check_tensor(const TensorView<T>& t, const std::string& name) {
+  for (int d = 0; d < 4; ++d) {
+    if (t.shape[d] < 0)
+      fail(name, cat("shape[", d, "] (", kDimNames[d], ") must be >= 0, given ", t.shape[d]));
+    if (t.strides[d] < 0)
+      fail(name, cat("strides[", d, "] must be >= 0, given ", t.strides[d]));
+  }
+  if (t.shape[3] > 1 && t.strides[3] != 1)
+    fail(name, cat("innermost (D) stride must be 1, given ", t.strides[3]));
+  // Element count without strides first, so absurd shapes fail as overflow, not as a stride issue.
+  int64_t count = 1;
+  for (int d = 0; d < 4; ++d) count = checked_mul(count, t.shape[d], name);
+  const int64_t span = span_of(t.shape, t.strides, name);
+  if (count > 0 && t.data == nullptr) fail(name, cat("data is null but the shape has ", count, " elements"));
+  if (t.size >= 0 && span > t.size)
+    fail(name, cat("buffer too small: the view addresses ", span, " elements, size is ", t.size));
+}
+
+void expect_dim(const std::string& name, const char* what, int64_t expected, int64_t given,
+                const char* expected_from) {
+  if (expected != given)
+    fail(name, cat(what, " must be ", expected, " (", expected_from, "), given ", given));
+}
+
+template <class T>
+MaskView<T> check_mask(const MaskView<T>& m, const std::string& name, const int64_t full[4]) {
+  MaskView<T> out = m;
+  if (!m.data) return out;
+  static const char* const dims[4] = {"B", "Hq", "Lq", "Lk"};
+  for (int d = 0; d < 4; ++d) {
+    if (m.shape[d] != 1 && m.shape[d] != full[d])
+      fail(name, cat("shape[", d, "] cannot broadcast to ", dims[d], " = ", full[d], ": given ",
+                     m.shape[d], " (expected 1 or ", full[d], ")"));
+    if (m.strides[d] < 0) fail(name, cat("strides[", d, "] must be >= 0, given ", m.strides[d]));
+    if (m.shape[d] == 1) out.strides[d] = 0;  // a size-1 dimension broadcasts whatever its stride
+  }
+  if (out.strides[3] != 0 && out.strides[3] != 1)
+    fail(name, cat("the Lk stride must be 0 (broadcast) or 1, given ", out.strides[3]));
+  const int64_t span = span_of(m.shape, out.strides, name);
+  if (m.size >= 0 && span > m.size)
+    fail(name, cat("buffer too small: the mask addresses ", span, " elements, size is ", m.size));
+  return out;
+}
+
+const int32_t* check_per_batch(const Span<int32_t>& s, const std::string& name, int64_t B,
+                               int64_t limit, const char* limit_name) {
+  if (s.empty()) return nullptr;
+  if (int64_t(s.size) != B) fail(name, cat("needs one entry per batch: expected ", B, ", given ", s.size));
+  for (int64_t b = 0; b < B; ++b)
+    if (s[b] < 0 || s[b] > limit)
+      fail(cat(name, "[", b, "]"),
+           cat("must be in [0, ", limit_name, " = ", limit, "], given ", s[b]));
+  return s.data;
+}
+
+}  // namespace
+
+Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+                     const MutableTensor* out, const Options& o, const ExtraOutputs& extra) {
+  check_tensor(q, "q");
+  check_tensor(k, "k");
+  check_tensor(v, "v");
+  Problem p;
+  p.B = q.shape[0]; p.Hq = q.shape[1]; p.Lq = q.shape[2]; p.D = q.shape[3];
+  p.Hkv = k.shape[1]; p.Lk = k.shape[2]; p.Dv = v.shape[3];
+  expect_dim("k", "batch size (shape[0])", p.B, k.shape[0], "q's batch size");
+  expect_dim("k", "head dim (shape[3])", p.D, k.shape[3], "q's head dim");
+  expect_dim("v", "batch size (shape[0])", p.B, v.shape[0], "q's batch size");
+  expect_dim("v", "head count (shape[1])", p.Hkv, v.shape[1], "k's head count");
+  expect_dim("v", "sequence length (shape[2])", p.Lk, v.shape[2], "k's sequence length");
+  if (p.Hkv == 0 && p.Hq > 0) fail("k", cat("head count (shape[1]) must be >= 1 when q has ", p.Hq, " heads, given 0"));
+  if (p.Hkv > 0 && p.Hq % p.Hkv != 0)
+    fail("k", cat("head count (shape[1]) must divide q's head count ", p.Hq, " (GQA), given ", p.Hkv));
+  p.group = p.Hkv > 0 ? p.Hq / p.Hkv : 1;
+  if (out) {
+    check_tensor(*out, "out");
+    expect_dim("out", "batch size (shape[0])", p.B, out->shape[0], "q's batch size");
+    expect_dim("out", "head count (shape[1])", p.Hq, out->shape[1], "q's head count");
+    expect_dim("out", "sequence length (shape[2])", p.Lq, out->shape[2], "q's sequence length");
+    expect_dim("out", "value dim (shape[3])", p.Dv, out->shape[3], "v's value dim");
+    p.out = out->data;
+    p.os = {out->strides[0], out->strides[1], out->strides[2]};
+  }
+  p.q = q.data; p.qs = {q.strides[0], q.strides[1], q.strides[2]};
+  p.k = k.data; p.ks = {k.strides[0], k.strides[1], k.strides[2]};
+  p.v = v.data; p.vs = {v.strides[0], v.strides[1], v.strides[2]};
+
+  if (o.scale) {
+    if (!std::isfinite(*o.scale)) fail("scale", cat("must be finite, given ", *o.scale));
+    p.scale = *o.scale;
+  } else {
+    p.scale = p.D > 0 ? float(1.0 / std::sqrt(double(p.D))) : 1.0f;
+  }
+
+  p.causal = o.causal;
+  if (o.align != Align::bottom_right && o.align != Align::top_left)
+    fail_type("align", cat("must be bottom_right or top_left, given ", int(o.align)));
+  p.top_left = o.align == Align::top_left;
+  p.key_lengths = check_per_batch(o.key_lengths, "key_lengths", p.B, p.Lk, "Lk");
+  p.query_lengths = check_per_batch(o.query_lengths, "query_lengths", p.B, p.Lq, "Lq");
+
+  const int64_t full[4] = {p.B, p.Hq, p.Lq, p.Lk};
+  p.allowed = check_mask(o.allowed, "allowed", full);
+  p.bias = check_mask(o.bias, "bias", full);
+
+  if (o.window.left < -1) fail("window", cat("left must be >= -1 (-1 = unbounded), given ", o.window.left));
+  if (o.window.right < -1) fail("window", cat("right must be >= -1 (-1 = unbounded), given ", o.window.right));
+  p.window_left = o.window.left;
+  p.window_right = o.window.right;
+  if (o.prefix < 0) fail("prefix", cat("must be >= 0, given ", o.prefix));
+  p.prefix = o.prefix;
+
+  if (o.query_segments.empty() != o.key_segments.empty())
+    fail(o.query_segments.empty() ? "query_segments" : "key_segments",
+         "segment ids need both query_segments and key_segments");
+  if (!o.query_segments.empty()) {
+    const int64_t nq = checked_mul(p.B, p.Lq, "query_segments");
+    const int64_t nk = checked_mul(p.B, p.Lk, "key_segments");
+    if (int64_t(o.query_segments.size) != nq)
+      fail("query_segments", cat("length must be B*Lq = ", nq, ", given ", o.query_segments.size));
+    if (int64_t(o.key_segments.size) != nk)
+      fail("key_segments", cat("length must be B*Lk = ", nk, ", given ", o.key_segments.size));
+    p.query_segments = o.query_segments.data;
+    p.key_segments = o.key_segments.data;
+  }
+
+  if (!o.alibi_slopes.empty()) {
+    if (int64_t(o.alibi_slopes.size) != p.Hq)
+      fail("alibi_slopes", cat("needs one slope per query head: expected ", p.Hq, ", given ", o.alibi_slopes.size));
+    for (int64_t h = 0; h < p.Hq; ++h)
+      if (!std::isfinite(o.alibi_slopes[h]))
+        fail(cat("alibi_slopes[", h, "]"), cat("must be finite, given ", o.alibi_slopes[h]));
+    p.alibi_slopes = o.alibi_slopes.data;
+  }
+
+  if (!std::isfinite(o.softcap) || o.softcap < 0)
+    fail("softcap", cat("must be finite and >= 0 (0 = off), given ", o.softcap));
+  p.softcap = o.softcap;
+
+  if (o.fully_masked != FullyMasked::zero && o.fully_masked != FullyMasked::nan &&
+      o.fully_masked != FullyMasked::uniform)
+    fail_type("fully_masked", cat("must be zero, nan or uniform, given ", int(o.fully_masked)));
+  p.policy = o.fully_masked;
+
+  if (o.threads < 1 || o.threads > 1024) fail("threads", cat("must be in [1, 1024], given ", o.threads));
+  p.threads = o.threads;
+  if (!target_available(o.target))
+    fail("target", cat(target_name(o.target), " is not available here (compiled in: ",
+                       compiled_targets_string(), "; best: ", target_name(best_target()), ")"));
+  p.stats = o.stats;
+
+  if (extra.weights) {
+    const int64_t n = checked_mul(checked_mul(checked_mul(p.B, p.Hq, "weights"), p.Lq, "weights"), p.Lk, "weights");
+    if (extra.weights_size >= 0 && extra.weights_size != n)
+      fail("weights", cat("length must be B*Hq*Lq*Lk = ", n, ", given ", extra.weights_size));
+    p.weights = extra.weights;
+  }
+  if (extra.lse) {
+    const int64_t n = checked_mul(checked_mul(p.B, p.Hq, "lse"), p.Lq, "lse");
+    if (extra.lse_size >= 0 && extra.lse_size != n)
+      fail("lse", cat("length must be B*Hq*Lq = ", n, ", given ", extra.lse_size));
+    p.lse = extra.lse;
+  }
+  // Scratch the kernel allocates per key/value head: padded copies of K and V.
+  checked_mul(p.Lk + 256, p.D + p.Dv + 64, "k");
+  return p;
+}
+
+}  // namespace maskattn::detail

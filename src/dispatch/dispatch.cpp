@@ -1,0 +1,120 @@
+// Run-time dispatch. Native x86 builds carry sse2, avx2+fma and avx512f kernels and pick the widest
+// the CPU (and OS) supports, using xsimd's cpuid; WebAssembly is a compile-time target (SIMD128 or
+// scalar build), as there is no run-time feature detection inside a module.
+#include <string>
+
+#include "dispatch/targets.hpp"
+
+#if defined(MASKATTN_WITH_SSE2) || defined(MASKATTN_WITH_AVX2) || defined(MASKATTN_WITH_AVX512)
+#include <xsimd/config/xsimd_cpuid.hpp>
+#define MASKATTN_X86_DISPATCH 1
+#endif
+
+#ifndef MASKATTN_VERSION
+#define MASKATTN_VERSION "0.0.0"
+#endif
+
+namespace maskattn {
+namespace {
+
+bool compiled_in(Target t) {
+  switch (t) {
+    case Target::automatic:
+    case Target::reference:
+    case Target::scalar:
+      return true;
+#if defined(MASKATTN_WITH_SSE2)
+    case Target::sse2: return true;
+#endif
+#if defined(MASKATTN_WITH_AVX2)
+    case Target::avx2: return true;
+#endif
+#if defined(MASKATTN_WITH_AVX512)
+    case Target::avx512: return true;
+#endif
+#if defined(MASKATTN_WITH_SIMD128)
+    case Target::simd128: return true;
+#endif
+    default: return false;
+  }
+}
+
+bool cpu_supports(Target t) {
+#if defined(MASKATTN_X86_DISPATCH)
+  static const auto cpu = xsimd::available_architectures();
+  switch (t) {
+    case Target::sse2: return cpu.sse2;
+    case Target::avx2: return cpu.avx2 && cpu.fma3_avx2;
+    case Target::avx512: return cpu.avx512f;
+    default: return true;
+  }
+#else
+  (void)t;
+  return true;
+#endif
+}
+
+}  // namespace
+
+bool target_available(Target t) noexcept { return compiled_in(t) && cpu_supports(t); }
+
+Target best_target() noexcept {
+  for (Target t : {Target::avx512, Target::avx2, Target::sse2, Target::simd128})
+    if (target_available(t)) return t;
+  return Target::scalar;
+}
+
+const char* target_name(Target t) noexcept {
+  switch (t) {
+    case Target::automatic: return "automatic";
+    case Target::reference: return "reference";
+    case Target::scalar: return "scalar";
+    case Target::sse2: return "sse2";
+    case Target::avx2: return "avx2";
+    case Target::avx512: return "avx512";
+    case Target::simd128: return "simd128";
+  }
+  return "unknown";
+}
+
+int target_lanes(Target t) noexcept {
+  switch (t) {
+    case Target::sse2: case Target::simd128: return 4;
+    case Target::avx2: return 8;
+    case Target::avx512: return 16;
+    case Target::automatic: return target_lanes(best_target());
+    default: return 1;
+  }
+}
+
+const char* version() noexcept { return MASKATTN_VERSION; }
+
+namespace detail {
+
+void run_kernel(Target t, const Problem& p) {
+  switch (t) {
+#if defined(MASKATTN_WITH_SSE2)
+    case Target::sse2: return attention_sse2(p);
+#endif
+#if defined(MASKATTN_WITH_AVX2)
+    case Target::avx2: return attention_avx2(p);
+#endif
+#if defined(MASKATTN_WITH_AVX512)
+    case Target::avx512: return attention_avx512(p);
+#endif
+#if defined(MASKATTN_WITH_SIMD128)
+    case Target::simd128: return attention_simd128(p);
+#endif
+    default: return attention_scalar(p);
+  }
+}
+
+std::string compiled_targets_string() {
+  std::string s;
+  for (Target t : {Target::scalar, Target::sse2, Target::avx2, Target::avx512, Target::simd128})
+    if (compiled_in(t)) s += (s.empty() ? "" : ", ") + std::string(target_name(t));
+  return s;
+}
+
+}  // namespace detail
+}  // namespace maskattn

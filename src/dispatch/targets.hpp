@@ -1,0 +1,30 @@
+// The kernels compiled into this build, one function per architecture (each defined in its own
+// translation unit compiled with that architecture's flags), and run-time selection among them.
+#pragma once
+
+#include <string>
+
+#include "core/problem.hpp"
+
+namespace maskattn::detail {
+
+void attention_scalar(const Problem& p);
+#if defined(MASKATTN_WITH_SSE2)
+void attention_sse2(const Problem& p);
+#endif
+#if defined(MASKATTN_WITH_AVX2)
+void attention_avx2(const Problem& p);
+#endif
+#if defined(MASKATTN_WITH_AVX512)
+void attention_avx512(const Problem& p);
+#endif
+#if defined(MASKATTN_WITH_SIMD128)
+void attention_simd128(const Problem& p);
+#endif
+
+// Runs the kernel of target t (not `automatic`, not `reference`).
+void run_kernel(Target t, const Problem& p);
+// "scalar, sse2, avx2" etc.
+std::string compiled_targets_string();
+
+}  // namespace maskattn::detail

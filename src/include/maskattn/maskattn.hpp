@@ -1,0 +1,221 @@
+// maskattn: masked scaled-dot-product attention, O = softmax(Q·Kᵀ·scale + M)·V.
+//
+// The one header C++ users include. Semantics are those of docs/semantics.md (the project's copy of
+// the behaviour contract): shapes, which keys a query may attend, fully masked rows, numbers, errors.
+//
+//   maskattn::Options opt;
+//   opt.causal = true;                       // bottom-right aligned by default
+//   maskattn::attention(maskattn::bhld(q.data(), B, Hq, Lq, D),
+//                       maskattn::bhld(k.data(), B, Hkv, Lk, D),
+//                       maskattn::bhld(v.data(), B, Hkv, Lk, Dv),
+//                       maskattn::bhld(o.data(), B, Hq, Lq, Dv), opt);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace maskattn {
+
+// ---------------------------------------------------------------------------------------------
+// Errors. Every entry point validates all arguments before writing anything.
+// ---------------------------------------------------------------------------------------------
+
+// A bad argument: `argument()` names it (e.g. "key_lengths[1]"), `what()` says expected vs given.
+// `is_type_error()` separates a wrong kind of value (JS maps it to TypeError) from a wrong
+// value or shape (RangeError).
+class ArgumentError : public std::invalid_argument {
+ public:
+  ArgumentError(std::string argument, const std::string& message, bool type_error = false)
+      : std::invalid_argument(argument + ": " + message),
+        argument_(std::move(argument)),
+        type_error_(type_error) {}
+  const std::string& argument() const noexcept { return argument_; }
+  bool is_type_error() const noexcept { return type_error_; }
+
+ private:
+  std::string argument_;
+  bool type_error_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tensor views. Logical shape is always [B, H, L, D]; strides (in elements) say where it lives.
+// The innermost (D) stride must be 1. `size` is the element count of the underlying buffer, or -1
+// when unknown; when known, every element the view addresses is checked to be inside it.
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+struct TensorView {
+  TensorView() = default;
+  // A mutable view converts to a read-only one (so bhld(q.data(), ...) works for inputs).
+  template <class U, class = std::enable_if_t<std::is_same_v<const U, T> && !std::is_same_v<U, T>>>
+  TensorView(const TensorView<U>& other) : data(other.data), size(other.size) {  // NOLINT(implicit)
+    for (int d = 0; d < 4; ++d) {
+      shape[d] = other.shape[d];
+      strides[d] = other.strides[d];
+    }
+  }
+
+  T* data = nullptr;
+  int64_t shape[4] = {0, 0, 0, 0};    // B, H, L, D (logical)
+  int64_t strides[4] = {0, 0, 0, 1};  // element strides of B, H, L, D
+  int64_t size = -1;                  // buffer length in elements, -1 = unknown
+};
+using ConstTensor = TensorView<const float>;
+using MutableTensor = TensorView<float>;
+
+enum class Layout {
+  bhld,  // memory [B, H, L, D], contiguous (PyTorch SDPA, ONNX Attention 4-D)
+  blhd,  // memory [B, L, H, D], contiguous (what Q/K/V projections give; FlashAttention)
+};
+
+// A view of a contiguous buffer holding logical [B, H, L, D] in the given memory layout.
+template <class T>
+TensorView<T> make_tensor(T* data, Layout layout, int64_t B, int64_t H, int64_t L, int64_t D,
+                          int64_t size = -1) {
+  TensorView<T> t;
+  t.data = data;
+  t.shape[0] = B; t.shape[1] = H; t.shape[2] = L; t.shape[3] = D;
+  if (layout == Layout::bhld) {
+    t.strides[0] = H * L * D; t.strides[1] = L * D; t.strides[2] = D;
+  } else {
+    t.strides[0] = L * H * D; t.strides[1] = D; t.strides[2] = H * D;
+  }
+  t.strides[3] = 1;
+  t.size = size;
+  return t;
+}
+template <class T>
+TensorView<T> bhld(T* data, int64_t B, int64_t H, int64_t L, int64_t D, int64_t size = -1) {
+  return make_tensor(data, Layout::bhld, B, H, L, D, size);
+}
+// Note the argument order follows memory: B, L, H, D.
+template <class T>
+TensorView<T> blhd(T* data, int64_t B, int64_t L, int64_t H, int64_t D, int64_t size = -1) {
+  return make_tensor(data, Layout::blhd, B, H, L, D, size);
+}
+
+// A mask tensor broadcastable to [B, Hq, Lq, Lk]: each dimension is either full-size or 1
+// (stride 0 = broadcast). The Lk stride must be 0 or 1.
+template <class T>
+struct MaskView {
+  const T* data = nullptr;  // nullptr = no mask
+  int64_t shape[4] = {1, 1, 1, 1};
+  int64_t strides[4] = {0, 0, 0, 0};
+  int64_t size = -1;
+  explicit operator bool() const noexcept { return data != nullptr; }
+};
+// A contiguous mask of the given shape; size-1 dimensions broadcast.
+template <class T>
+MaskView<T> make_mask(const T* data, int64_t b, int64_t h, int64_t lq, int64_t lk,
+                      int64_t size = -1) {
+  MaskView<T> m;
+  m.data = data;
+  m.shape[0] = b; m.shape[1] = h; m.shape[2] = lq; m.shape[3] = lk;
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    m.strides[d] = m.shape[d] == 1 ? 0 : stride;
+    stride *= m.shape[d];
+  }
+  m.size = size;
+  return m;
+}
+
+// A read-only span (C++17 has no std::span). Converts from std::vector.
+template <class T>
+struct Span {
+  const T* data = nullptr;
+  size_t size = 0;
+  Span() = default;
+  Span(const T* d, size_t n) : data(d), size(n) {}
+  Span(const std::vector<T>& v) : data(v.data()), size(v.size()) {}  // NOLINT(implicit)
+  bool empty() const noexcept { return data == nullptr; }
+  const T& operator[](size_t i) const { return data[i]; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Options: the mask rules (all active rules must allow a pair), the fully-masked-row policy,
+// and how to run.
+// ---------------------------------------------------------------------------------------------
+
+// Where the causal / window diagonal sits when Lq != Lk.
+enum class Align {
+  bottom_right,  // d(i) = i + (kLen - qLen): last query sees every key (FlashAttention >= 2.1, KV cache)
+  top_left,      // d(i) = i (PyTorch is_causal)
+};
+
+// What a row with no key to attend returns.
+enum class FullyMasked {
+  zero,     // O = 0, weights = 0, lse = -inf (default; never NaN)
+  nan,      // O and weights NaN (plain softmax over all -inf; PyTorch < 2.5 parity)
+  uniform,  // weights 1/Lk over all keys, O = mean of V (what a -1e9 fill gives)
+};
+
+// Which implementation runs. `automatic` picks the widest the CPU supports.
+enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128 };
+
+// Sliding window around the diagonal: d(i) - left <= j <= d(i) + right; -1 = unbounded side.
+struct Window {
+  int64_t left = -1;
+  int64_t right = -1;
+};
+
+// Tile counters of the fused kernel (one tile = a block of query rows x a block of keys).
+struct Stats {
+  int64_t tiles_skipped = 0;  // every pair masked: K/V never read
+  int64_t tiles_full = 0;     // every pair allowed: no per-element mask work
+  int64_t tiles_mixed = 0;    // masked per element
+};
+
+struct Options {
+  std::optional<float> scale;      // default 1/sqrt(D) (1 when D == 0)
+  bool causal = false;             // j <= d(i)
+  Align align = Align::bottom_right;
+  Span<int32_t> key_lengths;       // [B]: keys j >= key_lengths[b] are padding
+  Span<int32_t> query_lengths;     // [B]: rows i >= query_lengths[b] are padding (attend nothing)
+  MaskView<uint8_t> allowed;       // nonzero = may attend
+  MaskView<float> bias;            // added to the logits; -inf masks
+  Window window;                   // sliding window on the causal diagonal
+  int64_t prefix = 0;              // prefix-LM: keys j < prefix are always allowed (with causal/window)
+  Span<int32_t> query_segments;    // [B, Lq] segment ids; a pair needs equal ids
+  Span<int32_t> key_segments;      // [B, Lk]
+  Span<float> alibi_slopes;        // [Hq]: adds -slope[h] * |d(i) - j|
+  float softcap = 0;               // > 0: s = softcap * tanh(s / softcap), before bias and masks
+  FullyMasked fully_masked = FullyMasked::zero;
+  Target target = Target::automatic;
+  int threads = 1;                 // worker threads (native builds); results do not depend on it
+  Stats* stats = nullptr;          // if set, tile counters are added to it
+};
+
+// Optional outputs. Each is written only when its pointer is non-null.
+struct ExtraOutputs {
+  float* weights = nullptr;  // [B, Hq, Lq, Lk] contiguous: the attention probabilities
+  int64_t weights_size = -1; // element count of `weights` (-1 = trust the shape)
+  float* lse = nullptr;      // [B, Hq, Lq] contiguous: natural-log log-sum-exp of each row's logits
+  int64_t lse_size = -1;
+};
+
+// O[b, h, i, :] = sum_j softmax_j(s_ij) V[b, h / (Hq/Hkv), j, :]. Throws ArgumentError on bad input
+// (before writing anything) and std::bad_alloc if scratch memory cannot be had.
+void attention(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
+               const MutableTensor& out, const Options& options = {},
+               const ExtraOutputs& extra = {});
+
+// ---------------------------------------------------------------------------------------------
+// Introspection
+// ---------------------------------------------------------------------------------------------
+
+const char* target_name(Target t) noexcept;
+// The target `automatic` resolves to in this process.
+Target best_target() noexcept;
+// Whether a target can run here (compiled in and supported by the CPU).
+bool target_available(Target t) noexcept;
+// Float lanes of a target's vectors (1 for scalar and reference).
+int target_lanes(Target t) noexcept;
+const char* version() noexcept;
+
+}  // namespace maskattn

@@ -1,0 +1,545 @@
+// The fused attention kernel, written once against Simd<Arch> (kernel/simd.hpp) and instantiated
+// per architecture by the small files in dispatch/.
+//
+// Work is cut into blocks of MR query rows x KT keys ("tiles"). For each (b, kv head) K and V are
+// packed once, lazily, tile by tile (so keys no query may attend are never read): K transposed into
+// panels [d][PANEL] for the register-blocked Q·Kᵀ micro-tile, V into rows padded to whole vectors.
+// Each query block then walks only the key tiles its rows' intervals reach, and classifies each:
+//   skip   - every pair masked: nothing computed, K/V not touched;
+//   full   - every pair allowed: no per-element mask work, register-blocked P·V;
+//   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element, and P·V
+//            runs row by row over each row's allowed keys only, so masked V never meets a weight.
+// Softmax is online (running max m, running sum l, rescale by alpha = e^(m_old - m_new)):
+//   O_i = sum_j e^(s_ij - m_i) v_j / l_i,   l_i = sum_j e^(s_ij - m_i).
+// If m is still -inf every key seen so far was masked; we keep e^(s - m) at 0 instead of computing
+// -inf - (-inf) = NaN. Whether a row is fully masked comes from the masks (has_key), not scores.
+#pragma once
+
+#include "kernel/arch_namespace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/problem.hpp"
+#include "kernel/simd.hpp"
+#include "kernel/workspace.hpp"
+#include "mask/row_keys.hpp"
+
+namespace maskattn::detail {
+inline namespace MASKATTN_KERNEL_NS {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+enum class TileClass : uint8_t { skip, full, mixed };
+
+// Calls f(first_vector, integral_constant<NC>) over `count` vectors in chunks of NC, then 1.
+template <int NC, class F>
+inline void for_vector_chunks(int count, F&& f) {
+  int c = 0;
+  for (; c + NC <= count; c += NC) f(c, std::integral_constant<int, NC>{});
+  for (; c < count; ++c) f(c, std::integral_constant<int, 1>{});
+}
+
+template <class Arch>
+class FusedAttention {
+  using S = Simd<Arch>;
+  using V = typename S::V;
+  using M = typename S::M;
+  static constexpr int W = S::W;
+
+ public:
+  // Register blocking: MR query rows x NV vectors fill about 3/4 of the register file with
+  // accumulators, leaving room for the NV operand loads and one broadcast.
+  static constexpr int MR = S::kRegisters >= 32 ? 12 : (W == 1 ? 4 : 6);
+  static constexpr int NV = W == 1 ? 4 : 2;
+  static constexpr int PANEL = NV * W;  // keys per packed K panel
+  static constexpr int KT = 64;         // keys per tile
+  static constexpr int ROW_NV = 4;      // value vectors per chunk in row-wise P·V
+  static_assert(KT % PANEL == 0, "a key tile holds whole panels");
+
+  explicit FusedAttention(const Problem& p) : p_(p) {
+    dv_vectors_ = int((p.Dv + W - 1) / W);
+    dv_pad_ = int64_t(dv_vectors_) * W;
+    tiles_ = (p.Lk + KT - 1) / KT;
+    elementwise_ = p.allowed || p.bias || p.query_segments;
+  }
+
+  // Runs query blocks [block_begin, block_end) of every query head of kv head `hkv`, batch `b`.
+  void run(Workspace& ws, int64_t b, int64_t hkv, int64_t block_begin, int64_t block_end) {
+    prepare(ws, b, hkv);
+    for (int64_t h = hkv * p_.group; h < (hkv + 1) * p_.group; ++h)
+      for (int64_t blk = block_begin; blk < block_end; ++blk) query_block(ws, b, h, blk * MR);
+  }
+
+  static int64_t query_blocks(int64_t Lq) { return (Lq + MR - 1) / MR; }
+  void reserve(Workspace& ws) const { ws.reserve(tiles_, KT, p_.D, dv_pad_, MR, p_.Dv); }
+
+ private:
+  const Problem& p_;
+  int dv_vectors_ = 0;
+  int64_t dv_pad_ = 0;
+  int64_t tiles_ = 0;
+  bool elementwise_ = false;
+
+  // Per-block row state.
+  struct Rows {
+    RowKeys keys[MR];
+    bool active[MR];   // a real row (i < Lq) with at least one key allowed by the intervals
+    bool has_key[MR];  // some allowed pair with bias != -inf seen (decided from masks only)
+    float m[MR], l[MR];
+    int64_t i0 = 0;
+    int n_active = 0;
+  };
+
+  // ---------------------------------------------------------------- packing (per b, kv head)
+
+  void prepare(Workspace& ws, int64_t b, int64_t hkv) {
+    std::fill(ws.packed.begin(), ws.packed.begin() + tiles_, uint8_t(0));
+    ws.b = b;
+    ws.hkv = hkv;
+    ws.mean_v_ready = false;
+    if (p_.key_segments) {
+      const int32_t* seg = p_.key_segments + b * p_.Lk;
+      for (int64_t t = 0; t < tiles_; ++t) {
+        const int64_t j0 = t * KT, j1 = std::min(j0 + KT, p_.Lk);
+        int32_t lo = seg[j0], hi = seg[j0];
+        for (int64_t j = j0 + 1; j < j1; ++j) { lo = std::min(lo, seg[j]); hi = std::max(hi, seg[j]); }
+        ws.seg_min[t] = lo;
+        ws.seg_max[t] = hi;
+      }
+    }
+  }
+
+  void pack_tile(Workspace& ws, int64_t t) {
+    ws.packed[t] = 1;
+    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
+    const float* k = p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
+    const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
+    float* kp = ws.kpack.data() + t * KT * p_.D;  // [KT / PANEL][D][PANEL]
+    for (int64_t jj = 0; jj < KT; ++jj) {
+      float* dst = kp + (jj / PANEL) * p_.D * PANEL + jj % PANEL;
+      if (jj < n) {
+        const float* src = k + (j0 + jj) * p_.ks.l;
+        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = src[d];
+      } else {
+        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = 0.0f;
+      }
+    }
+    float* vp = ws.vpack.data() + t * KT * dv_pad_;  // [KT][dv_pad]
+    for (int64_t jj = 0; jj < KT; ++jj) {
+      float* dst = vp + jj * dv_pad_;
+      if (jj < n) std::memcpy(dst, v + (j0 + jj) * p_.vs.l, sizeof(float) * p_.Dv);
+      std::fill(dst + (jj < n ? p_.Dv : 0), dst + dv_pad_, 0.0f);
+    }
+  }
+
+  // ---------------------------------------------------------------- one block of MR query rows
+
+  void query_block(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
+    Rows rows;
+    rows.i0 = i0;
+    int64_t first = p_.Lk, last = 0;
+    for (int r = 0; r < MR; ++r) {
+      const int64_t i = i0 + r;
+      rows.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
+      rows.active[r] = !rows.keys[r].empty();
+      rows.has_key[r] = false;
+      rows.m[r] = kNegInf;
+      rows.l[r] = 0.0f;
+      if (rows.active[r]) {
+        ++rows.n_active;
+        first = std::min(first, rows.keys[r].first());
+        last = std::max(last, rows.keys[r].last_exclusive());
+      }
+    }
+    const int n_rows = int(std::min<int64_t>(MR, p_.Lq - i0));
+    float* w_rows = p_.weights ? p_.weights + ((b * p_.Hq + h) * p_.Lq + i0) * p_.Lk : nullptr;
+    if (w_rows) std::fill(w_rows, w_rows + n_rows * p_.Lk, kNegInf);
+
+    int64_t visited = 0;
+    if (rows.n_active > 0) {
+      load_query_rows(ws, b, h, i0);
+      std::fill(ws.oacc.begin(), ws.oacc.begin() + MR * dv_pad_, 0.0f);
+      const int64_t t_begin = first / KT, t_end = (last + KT - 1) / KT;
+      for (int64_t t = t_begin; t < t_end; ++t) {
+        const TileClass cls = classify(ws, b, h, rows, t);
+        if (cls == TileClass::skip) continue;
+        ++visited;
+        if (!ws.packed[t]) pack_tile(ws, t);
+        key_tile(ws, b, h, rows, t, cls, w_rows);
+      }
+    }
+    ws.stats.tiles_skipped += tiles_ - visited;
+    finish_rows(ws, b, h, rows, n_rows, w_rows);
+  }
+
+  void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
+    const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
+    for (int r = 0; r < MR; ++r) {
+      float* dst = ws.qblock.data() + r * p_.D;
+      if (i0 + r < p_.Lq) std::memcpy(dst, q + (i0 + r) * p_.qs.l, sizeof(float) * p_.D);
+      else std::fill(dst, dst + p_.D, 0.0f);
+    }
+  }
+
+  // ---------------------------------------------------------------- tile classification
+
+  TileClass classify(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int64_t t) {
+    const int64_t j0 = t * KT, j1 = j0 + KT;
+    bool all_cover = true, all_miss = true;
+    for (int r = 0; r < MR; ++r) {
+      if (!rows.active[r]) continue;
+      all_cover = all_cover && rows.keys[r].covers(j0, j1);
+      all_miss = all_miss && rows.keys[r].misses(j0, j1);
+    }
+    if (all_miss) return TileClass::skip;
+    TileClass cls = all_cover ? TileClass::full : TileClass::mixed;
+    if (p_.query_segments) cls = combine(cls, classify_segments(ws, b, rows, t));
+    if (cls != TileClass::skip && p_.allowed) cls = combine(cls, classify_allowed(b, h, rows, t));
+    if (cls != TileClass::skip && p_.bias) cls = combine(cls, classify_bias(b, h, rows, t));
+    return cls;
+  }
+
+  static TileClass combine(TileClass a, TileClass b) {
+    if (a == TileClass::skip || b == TileClass::skip) return TileClass::skip;
+    return a == TileClass::full && b == TileClass::full ? TileClass::full : TileClass::mixed;
+  }
+
+  TileClass classify_segments(const Workspace& ws, int64_t b, const Rows& rows, int64_t t) const {
+    const int32_t lo = ws.seg_min[t], hi = ws.seg_max[t];
+    const int32_t* sq = p_.query_segments + b * p_.Lq + rows.i0;
+    bool all_equal = lo == hi, none = true;
+    for (int r = 0; r < MR; ++r) {
+      if (!rows.active[r]) continue;
+      all_equal = all_equal && sq[r] == lo;
+      none = none && (sq[r] < lo || sq[r] > hi);
+    }
+    return none ? TileClass::skip : all_equal ? TileClass::full : TileClass::mixed;
+  }
+
+  template <class T>
+  const T* mask_row(const MaskView<T>& m, int64_t b, int64_t h, int64_t i) const {
+    return m.data + b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
+  }
+
+  TileClass classify_allowed(int64_t b, int64_t h, const Rows& rows, int64_t t) const {
+    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
+    const int64_t step = p_.allowed.strides[3];
+    bool any_on = false, any_off = n < KT;
+    for (int r = 0; r < MR; ++r) {
+      if (!rows.active[r]) continue;
+      const uint8_t* row = mask_row(p_.allowed, b, h, rows.i0 + r) + j0 * step;
+      for (int64_t j = 0; j < (step ? n : 1); ++j) {
+        const bool on = row[j] != 0;
+        any_on |= on;
+        any_off |= !on;
+      }
+      if (any_on && any_off) return TileClass::mixed;
+    }
+    return !any_on ? TileClass::skip : any_off ? TileClass::mixed : TileClass::full;
+  }
+
+  TileClass classify_bias(int64_t b, int64_t h, const Rows& rows, int64_t t) const {
+    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
+    const int64_t step = p_.bias.strides[3];
+    bool any_open = false, any_closed = n < KT;
+    for (int r = 0; r < MR; ++r) {
+      if (!rows.active[r]) continue;
+      const float* row = mask_row(p_.bias, b, h, rows.i0 + r) + j0 * step;
+      for (int64_t j = 0; j < (step ? n : 1); ++j) {
+        const bool closed = row[j] == kNegInf;
+        any_open |= !closed;
+        any_closed |= closed;
+      }
+      if (any_open && any_closed) return TileClass::mixed;
+    }
+    return !any_open ? TileClass::skip : any_closed ? TileClass::mixed : TileClass::full;
+  }
+
+  // ---------------------------------------------------------------- one key tile
+
+  void key_tile(Workspace& ws, int64_t b, int64_t h, Rows& rows, int64_t t, TileClass cls,
+                float* w_rows) {
+    (cls == TileClass::full ? ws.stats.tiles_full : ws.stats.tiles_mixed) += 1;
+    const int64_t j0 = t * KT;
+    float* s = ws.scores.data();  // [MR][KT]
+    const float* kp = ws.kpack.data() + t * KT * p_.D;
+    for (int c = 0; c < KT / PANEL; ++c) qk_panel(ws.qblock.data(), kp + c * p_.D * PANEL, s + c * PANEL);
+
+    const bool masked = cls == TileClass::mixed;
+    const bool elementwise = masked && elementwise_;
+    if (elementwise) element_masks(ws, b, h, rows, t);
+    for (int r = 0; r < MR; ++r) {
+      if (!rows.active[r]) continue;
+      const int64_t i = rows.i0 + r;
+      float* srow = s + r * KT;
+      const float* bias_row = nullptr;
+      if (p_.bias) bias_row = elementwise ? ws.bias_tile.data() + r * KT : nullptr;
+      const float* full_bias = (p_.bias && !elementwise) ? mask_row(p_.bias, b, h, i) : nullptr;
+      const float rowmax = logits_row(srow, j0, b, h, i, rows.keys[r], masked,
+                                      elementwise ? ws.valid.data() + r * KT : nullptr, bias_row,
+                                      full_bias, rows.has_key[r]);
+      if (!masked) rows.has_key[r] = true;
+      if (w_rows) {
+        const int64_t n = std::min<int64_t>(KT, p_.Lk - j0);
+        std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
+      }
+      online_softmax_row(ws, rows, r, srow, rowmax);
+    }
+    if (cls == TileClass::full) {
+      pv_block(ws.oacc.data(), s, ws.vpack.data() + t * KT * dv_pad_);
+    } else {
+      for (int r = 0; r < MR; ++r)
+        if (rows.active[r]) pv_row_masked(ws, rows, r, t, elementwise);
+    }
+  }
+
+  // S[MR][PANEL] = Q_block · K_panelᵀ, accumulators in registers across all of D.
+  void qk_panel(const float* qb, const float* kpanel, float* s) const {
+    V acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+      for (int c = 0; c < NV; ++c) acc[r][c] = S::splat(0.0f);
+    const int64_t D = p_.D;
+    for (int64_t d = 0; d < D; ++d) {
+      V kv[NV];
+      for (int c = 0; c < NV; ++c) kv[c] = S::load(kpanel + d * PANEL + c * W);
+      for (int r = 0; r < MR; ++r) {
+        const V qv = S::splat(qb[r * D + d]);
+        for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(qv, kv[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < MR; ++r)
+      for (int c = 0; c < NV; ++c) S::store(s + r * KT + c * W, acc[r][c]);
+  }
+
+  // Element-wise rules of a mixed tile gathered once per row: valid[r][j] (1/0) and bias values.
+  // Scalar on purpose: only mixed tiles get here, and the rules' layouts vary (broadcasts, bytes).
+  void element_masks(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int64_t t) const {
+    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
+    for (int r = 0; r < MR; ++r) {
+      if (!rows.active[r]) continue;
+      const int64_t i = rows.i0 + r;
+      float* valid = ws.valid.data() + r * KT;
+      std::fill(valid, valid + KT, 1.0f);
+      std::fill(valid + n, valid + KT, 0.0f);
+      if (p_.query_segments) {
+        const int32_t sq = p_.query_segments[b * p_.Lq + i];
+        const int32_t* sk = p_.key_segments + b * p_.Lk + j0;
+        for (int64_t j = 0; j < n; ++j)
+          if (sk[j] != sq) valid[j] = 0.0f;
+      }
+      if (p_.allowed) {
+        const uint8_t* a = mask_row(p_.allowed, b, h, i);
+        const int64_t step = p_.allowed.strides[3];
+        for (int64_t j = 0; j < n; ++j)
+          if (!a[(j0 + j) * step]) valid[j] = 0.0f;
+      }
+      if (p_.bias) {
+        const float* bi = mask_row(p_.bias, b, h, i);
+        const int64_t step = p_.bias.strides[3];
+        float* bt = ws.bias_tile.data() + r * KT;
+        for (int64_t j = 0; j < n; ++j) {
+          bt[j] = bi[(j0 + j) * step];
+          if (bt[j] == kNegInf) valid[j] = 0.0f;
+        }
+        std::fill(bt + n, bt + KT, 0.0f);
+      }
+    }
+  }
+
+  // Turns raw dot products into natural-unit logits in place (scale, softcap, ALiBi, bias, masks;
+  // -inf where masked) and returns the row maximum.
+  float logits_row(float* srow, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
+                   bool masked, const float* valid, const float* bias_tile,
+                   const float* bias_row, bool& has_key) const {
+    const V iota = S::iota();
+    const bool softcap = p_.softcap > 0;
+    const V scale = S::splat(softcap ? p_.scale / p_.softcap : p_.scale);
+    const V cap = S::splat(p_.softcap);
+    const bool alibi = p_.alibi_slopes != nullptr;
+    const V neg_slope = S::splat(alibi ? -p_.alibi_slopes[h] : 0.0f);
+    const float diag = float(i + p_.diagonal_offset(b) - j0);  // d(i) - j0
+    const int64_t bias_step = p_.bias.strides[3];
+    const V lo = S::splat(float(keys.lo - j0)), hi = S::splat(float(keys.hi - j0));
+    const V prefix_end = S::splat(float(keys.prefix_end - j0));
+    V mx = S::splat(kNegInf);
+    M seen = S::splat(0.0f) != S::splat(0.0f);
+    for (int c = 0; c < KT; c += W) {
+      V x = S::load(srow + c);
+      x = softcap ? cap * S::tanh(x * scale) : x * scale;
+      const V j = S::splat(float(c)) + iota;  // key index relative to j0
+      if (alibi) x = S::fma(S::abs(S::splat(diag) - j), neg_slope, x);
+      if (bias_tile) x = x + S::load(bias_tile + c);
+      else if (bias_row) x = x + (bias_step ? S::load(bias_row + j0 + c) : S::splat(bias_row[0]));
+      if (masked) {
+        M allow = ((j >= lo) & (j < hi)) | (j < prefix_end);
+        if (valid) allow = allow & (S::load(valid + c) != S::splat(0.0f));
+        seen = seen | allow;
+        x = S::select(allow, x, S::splat(kNegInf));
+      }
+      S::store(srow + c, x);
+      mx = S::max_keep_nan(mx, x);
+    }
+    if (masked && S::any(seen)) has_key = true;
+    return S::hmax(mx);
+  }
+
+  // Online softmax update of row r with this tile's logits; leaves p = e^(x - m) in srow.
+  void online_softmax_row(Workspace& ws, Rows& rows, int r, float* srow, float rowmax) const {
+    const float m_old = rows.m[r];
+    const float m_new = rowmax < m_old ? m_old : rowmax;  // keeps a NaN rowmax
+    if (m_new == kNegInf) {  // every key so far masked: weights stay 0, avoid -inf - -inf
+      std::fill(srow, srow + KT, 0.0f);
+      return;
+    }
+    const V log2e = S::splat(kLog2e);
+    V sum = S::splat(0.0f);
+    for (int c = 0; c < KT; c += W) {
+      // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
+      const V pv = S::exp2((S::load(srow + c) - S::splat(m_new)) * log2e);
+      S::store(srow + c, pv);
+      sum = sum + pv;
+    }
+    const float alpha = m_old == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((m_old - m_new) * kLog2e);
+    rows.l[r] = rows.l[r] * alpha + S::hsum(sum);
+    rows.m[r] = m_new;
+    if (alpha != 1.0f) {
+      float* o = ws.oacc.data() + r * dv_pad_;
+      const V a = S::splat(alpha);
+      for (int64_t c = 0; c < dv_pad_; c += W) S::store(o + c, S::load(o + c) * a);
+    }
+  }
+
+  // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x NC value vectors.
+  void pv_block(float* oacc, const float* pmat, const float* vtile) const {
+    for_vector_chunks<NV>(dv_vectors_, [&](int v0, auto nc_tag) {
+      constexpr int NC = decltype(nc_tag)::value;
+      V acc[MR][NC];
+      for (int r = 0; r < MR; ++r)
+        for (int c = 0; c < NC; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
+      for (int j = 0; j < KT; ++j) {
+        V vv[NC];
+        for (int c = 0; c < NC; ++c) vv[c] = S::load(vtile + j * dv_pad_ + (v0 + c) * W);
+        for (int r = 0; r < MR; ++r) {
+          const V pj = S::splat(pmat[r * KT + j]);
+          for (int c = 0; c < NC; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
+        }
+      }
+      for (int r = 0; r < MR; ++r)
+        for (int c = 0; c < NC; ++c) S::store(oacc + r * dv_pad_ + (v0 + c) * W, acc[r][c]);
+    });
+  }
+
+  // Row r of a mixed tile: only keys the row may attend are read, so masked V (padding, future
+  // tokens, NaN) never meets a zero weight (0 * NaN would leak).
+  void pv_row_masked(Workspace& ws, const Rows& rows, int r, int64_t t, bool elementwise) const {
+    const int64_t j0 = t * KT;
+    const RowKeys& keys = rows.keys[r];
+    // The row's allowed keys in this tile: [0, prefix_end) and [lo, hi), clipped, merged if they touch.
+    int64_t ranges[2][2];
+    int n_ranges = 0;
+    auto add = [&](int64_t a, int64_t z) {
+      a = std::max(a, j0) - j0;
+      z = std::min(z, j0 + KT) - j0;
+      if (z <= a) return;
+      if (n_ranges > 0 && a <= ranges[n_ranges - 1][1]) {
+        ranges[n_ranges - 1][1] = std::max(ranges[n_ranges - 1][1], z);
+      } else {
+        ranges[n_ranges][0] = a;
+        ranges[n_ranges][1] = z;
+        ++n_ranges;
+      }
+    };
+    add(0, keys.prefix_end);
+    add(keys.lo, keys.hi);
+    if (n_ranges == 2 && ranges[1][0] < ranges[0][0]) std::swap(ranges[0], ranges[1]);
+    const float* prow = ws.scores.data() + r * KT;
+    const float* valid = elementwise ? ws.valid.data() + r * KT : nullptr;
+    const float* vtile = ws.vpack.data() + t * KT * dv_pad_;
+    float* o = ws.oacc.data() + r * dv_pad_;
+    for_vector_chunks<ROW_NV>(dv_vectors_, [&](int v0, auto nc_tag) {
+      constexpr int NC = decltype(nc_tag)::value;
+      V acc[NC];
+      for (int c = 0; c < NC; ++c) acc[c] = S::load(o + (v0 + c) * W);
+      for (int k = 0; k < n_ranges; ++k) {
+        for (int64_t j = ranges[k][0]; j < ranges[k][1]; ++j) {
+          if (valid && valid[j] == 0.0f) continue;
+          const V pj = S::splat(prow[j]);
+          for (int c = 0; c < NC; ++c) acc[c] = S::fma(pj, S::load(vtile + j * dv_pad_ + (v0 + c) * W), acc[c]);
+        }
+      }
+      for (int c = 0; c < NC; ++c) S::store(o + (v0 + c) * W, acc[c]);
+    });
+  }
+
+  // ---------------------------------------------------------------- row results
+
+  void finish_rows(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int n_rows, float* w_rows) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (int r = 0; r < n_rows; ++r) {
+      const int64_t i = rows.i0 + r;
+      float* out = p_.out + b * p_.os.b + h * p_.os.h + i * p_.os.l;
+      float* w = w_rows ? w_rows + r * p_.Lk : nullptr;
+      float* lse = p_.lse ? p_.lse + (b * p_.Hq + h) * p_.Lq + i : nullptr;
+      if (!rows.has_key[r]) {  // fully masked: the policy decides
+        if (lse) *lse = kNegInf;
+        switch (p_.policy) {
+          case FullyMasked::zero:
+            std::fill(out, out + p_.Dv, 0.0f);
+            if (w) std::fill(w, w + p_.Lk, 0.0f);
+            break;
+          case FullyMasked::nan:
+            std::fill(out, out + p_.Dv, nan);
+            if (w) std::fill(w, w + p_.Lk, nan);
+            break;
+          case FullyMasked::uniform:
+            const float* mean = mean_v(ws);
+            std::copy(mean, mean + p_.Dv, out);
+            if (w) std::fill(w, w + p_.Lk, 1.0f / float(p_.Lk));
+            break;
+        }
+        continue;
+      }
+      const float l = rows.l[r], m = rows.m[r];
+      const float inv_l = 1.0f / l;
+      const float* o = ws.oacc.data() + r * dv_pad_;
+      for (int64_t c = 0; c < p_.Dv; ++c) out[c] = o[c] * inv_l;
+      if (lse) *lse = m + std::log(l);
+      if (w) {
+        const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l);
+        int64_t j = 0;
+        for (; j + W <= p_.Lk; j += W) S::store(w + j, S::exp2((S::load(w + j) - mv) * log2e) * scale);
+        for (; j < p_.Lk; ++j) w[j] = Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
+      }
+    }
+  }
+
+  // Mean of V over all Lk keys of the current kv head (the `uniform` policy), computed once.
+  const float* mean_v(Workspace& ws) const {
+    if (!ws.mean_v_ready) {
+      std::fill(ws.mean_v.begin(), ws.mean_v.begin() + p_.Dv, 0.0f);
+      if (p_.Lk > 0) {
+        const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
+        for (int64_t c = 0; c < p_.Dv; ++c) {  // column by column: no allocation mid-output
+          double sum = 0;
+          for (int64_t j = 0; j < p_.Lk; ++j) sum += v[j * p_.vs.l + c];
+          ws.mean_v[c] = float(sum / double(p_.Lk));
+        }
+      }
+      ws.mean_v_ready = true;
+    }
+    return ws.mean_v.data();
+  }
+};
+
+// Runs the whole problem on this architecture (dispatch/parallel.cpp splits it over threads).
+template <class Arch>
+void run_fused_attention(const Problem& p);
+
+}  // namespace MASKATTN_KERNEL_NS
+}  // namespace maskattn::detail

@@ -1,0 +1,130 @@
+// The few vector primitives the kernel needs, in one place (STYLE: "the escape hatch is small and
+// named"). Simd<Arch> wraps xsimd::batch<float, Arch>; Simd<ScalarArch> is the same interface on
+// plain float, so one kernel source also builds for engines without SIMD.
+//
+// exp2 is our own: the magic-number rounding trick needs no float->int conversion, which
+// Emscripten 3.1.6 lowers to a scalar loop (TOOLCHAIN.md), so it stays in SIMD everywhere.
+#pragma once
+
+#include "kernel/arch_namespace.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include <xsimd/xsimd.hpp>
+
+namespace maskattn::detail {
+inline namespace MASKATTN_KERNEL_NS {
+
+struct ScalarArch {
+  static constexpr const char* name() { return "scalar"; }
+};
+
+namespace exp2_poly {
+// 2^r on [-0.5, 0.5], least-squares fit of the relative error (max 1.6e-8, below fp32 rounding).
+constexpr float c1 = 6.931471825e-01f, c2 = 2.402264774e-01f, c3 = 5.550329015e-02f,
+                c4 = 9.618373588e-03f, c5 = 1.339984825e-03f, c6 = 1.537070348e-04f;
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23: x + magic rounds x to an integer
+constexpr float kFlushBelow = -127.0f;      // 2^x for x <= -127 returns exactly 0
+}  // namespace exp2_poly
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <class Arch>
+struct Simd {
+  using V = xsimd::batch<float, Arch>;
+  using M = xsimd::batch_bool<float, Arch>;
+  using I = xsimd::batch<int32_t, Arch>;
+  static constexpr int W = int(V::size);
+  // Architectural vector registers; the register-blocked tiles are sized from it.
+  static constexpr int kRegisters = W >= 16 ? 32 : 16;
+
+  static V load(const float* p) { return V::load_unaligned(p); }
+  static void store(float* p, const V& x) { x.store_unaligned(p); }
+  static V splat(float x) { return V(x); }
+  static V fma(const V& a, const V& b, const V& c) { return xsimd::fma(a, b, c); }
+  static V select(const M& m, const V& a, const V& b) { return xsimd::select(m, a, b); }
+  static V abs(const V& x) { return xsimd::abs(x); }
+  static V tanh(const V& x) { return xsimd::tanh(x); }
+  static bool any(const M& m) { return xsimd::any(m); }
+  static V iota() {
+    alignas(64) float lanes[W];
+    for (int i = 0; i < W; ++i) lanes[i] = float(i);
+    return V::load_aligned(lanes);
+  }
+  // Lane-wise maximum that keeps a NaN of `x` (comparison is false for NaN).
+  static V max_keep_nan(const V& acc, const V& x) { return xsimd::select(x < acc, acc, x); }
+  static float hmax(const V& x) {
+    alignas(64) float lanes[W];
+    x.store_aligned(lanes);
+    float m = lanes[0];
+    for (int i = 1; i < W; ++i) m = lanes[i] < m ? m : lanes[i];  // NaN-keeping like max_keep_nan
+    return m;
+  }
+  // Through memory: xsimd 8.1's avx512f hadd needs AVX512DQ.
+  static float hsum(const V& x) {
+    alignas(64) float lanes[W];
+    x.store_aligned(lanes);
+    float s = 0;
+    for (int i = 0; i < W; ++i) s += lanes[i];
+    return s;
+  }
+
+  // 2^x for x <= 127, exact 0 for x <= -127, NaN for NaN.
+  static V exp2(const V& x) {
+    using namespace exp2_poly;
+    const V xc = xsimd::select(x < V(kFlushBelow), V(kFlushBelow), x);
+    const V t = xc + V(kRoundMagic);
+    const V r = xc - (t - V(kRoundMagic));  // r in [-0.5, 0.5]
+    V p = V(c6);
+    p = xsimd::fma(p, r, V(c5));
+    p = xsimd::fma(p, r, V(c4));
+    p = xsimd::fma(p, r, V(c3));
+    p = xsimd::fma(p, r, V(c2));
+    p = xsimd::fma(p, r, V(c1));
+    p = xsimd::fma(p, r, V(1.0f));
+    // t's low mantissa bits hold k = round(x); shifting by 23 moves k into the exponent field.
+    const I scale_bits = (xsimd::bitwise_cast<I>(t) << 23) + I(127 << 23);
+    return p * xsimd::bitwise_cast<V>(scale_bits);
+  }
+};
+
+template <>
+struct Simd<ScalarArch> {
+  using V = float;
+  using M = bool;
+  static constexpr int W = 1;
+  static constexpr int kRegisters = 16;
+
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V x) { *p = x; }
+  static V splat(float x) { return x; }
+  static V fma(V a, V b, V c) { return a * b + c; }
+  static V select(M m, V a, V b) { return m ? a : b; }
+  static V abs(V x) { return std::fabs(x); }
+  static V tanh(V x) { return std::tanh(x); }
+  static bool any(M m) { return m; }
+  static V iota() { return 0.0f; }
+  static V max_keep_nan(V acc, V x) { return x < acc ? acc : x; }
+  static float hmax(V x) { return x; }
+  static float hsum(V x) { return x; }
+  static V exp2(V x) {
+    using namespace exp2_poly;
+    const float xc = x < kFlushBelow ? kFlushBelow : x;
+    const float t = xc + kRoundMagic;
+    const float r = xc - (t - kRoundMagic);
+    float p = c6;
+    p = p * r + c5; p = p * r + c4; p = p * r + c3; p = p * r + c2; p = p * r + c1; p = p * r + 1.0f;
+    int32_t tb;
+    std::memcpy(&tb, &t, 4);
+    const uint32_t sb = (uint32_t(tb) << 23) + (127u << 23);
+    float s;
+    std::memcpy(&s, &sb, 4);
+    return p * s;
+  }
+};
+
+}  // namespace MASKATTN_KERNEL_NS
+}  // namespace maskattn::detail

@@ -1,0 +1,47 @@
+// Scratch memory of one worker: packed K/V of the current (batch, kv head) and the small tiles of
+// one query block. Sized once, before any output is written, so running out of memory can never
+// leave a partial result. O(Lk * (D + Dv)) per worker; never O(Lq * Lk).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "maskattn/maskattn.hpp"
+
+namespace maskattn::detail {
+
+struct Workspace {
+  std::vector<float> kpack;      // [tiles][KT / PANEL][D][PANEL]: K transposed in panels
+  std::vector<float> vpack;      // [tiles * KT][dv_pad]: V rows padded to whole vectors
+  std::vector<uint8_t> packed;   // [tiles]: tile already packed for the current (b, kv head)
+  std::vector<int32_t> seg_min, seg_max;  // [tiles]: key segment id range per tile
+  std::vector<float> qblock;     // [MR][D]
+  std::vector<float> scores;     // [MR][KT]: dots, then logits, then probabilities
+  std::vector<float> oacc;       // [MR][dv_pad]: unnormalised output rows
+  std::vector<float> valid;      // [MR][KT]: element-wise mask of a mixed tile (1 allowed, 0 not)
+  std::vector<float> bias_tile;  // [MR][KT]: bias values of a mixed tile
+  std::vector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
+  bool mean_v_ready = false;
+  int64_t b = -1, hkv = -1;
+  Stats stats;
+
+  // Out of line (core/workspace.cpp, baseline flags): the growth code must not be an inline copy
+  // compiled with some kernel's AVX flags (see kernel/arch_namespace.hpp).
+  void reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, int64_t mr, int64_t dv);
+};
+
+// One workspace per worker. Constructed and destroyed out of line for the same reason as reserve().
+class WorkspacePool {
+ public:
+  explicit WorkspacePool(int workers);
+  ~WorkspacePool();
+  WorkspacePool(const WorkspacePool&) = delete;
+  WorkspacePool& operator=(const WorkspacePool&) = delete;
+  Workspace& operator[](int worker) { return workspaces_[size_t(worker)]; }
+  int size() const { return int(workspaces_.size()); }
+
+ private:
+  std::vector<Workspace> workspaces_;
+};
+
+}  // namespace maskattn::detail

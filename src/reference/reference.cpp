@@ -1,0 +1,137 @@
+// Naive attention straight from the contract (docs/semantics.md), one (i, j) pair at a time.
+// Deliberately shares nothing with the kernel except the validated Problem: the mask rules are
+// re-derived here per pair from their definitions, not from mask/row_keys.hpp's intervals.
+#include <cmath>
+#include <limits>
+
+#include "core/problem.hpp"
+#include "maskattn/reference.hpp"
+
+namespace maskattn {
+namespace detail {
+namespace {
+
+// Whether every rule lets query i of (b, h) attend key j (the bias is checked separately).
+bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
+  const int64_t qlen = p.query_length(b), klen = p.key_length(b);
+  if (i >= qlen || j >= klen) return false;
+  const int64_t d = p.top_left ? i : i + (klen - qlen);
+  bool diagonal_ok = true;
+  if (p.causal && j > d) diagonal_ok = false;
+  if (p.window_left >= 0 && j < d - p.window_left) diagonal_ok = false;
+  if (p.window_right >= 0 && j > d + p.window_right) diagonal_ok = false;
+  if (j < p.prefix) diagonal_ok = true;  // prefix-LM: the prefix is always visible
+  if (!diagonal_ok) return false;
+  if (p.query_segments && p.query_segments[b * p.Lq + i] != p.key_segments[b * p.Lk + j]) return false;
+  if (p.allowed) {
+    const auto& a = p.allowed;
+    if (!a.data[b * a.strides[0] + h * a.strides[1] + i * a.strides[2] + j * a.strides[3]]) return false;
+  }
+  return true;
+}
+
+template <class Real>
+void compute(const Problem& p, ReferenceResult& res) {
+  const Real inf = std::numeric_limits<Real>::infinity();
+  const Real nan = std::numeric_limits<Real>::quiet_NaN();
+  res.out.assign(size_t(p.B * p.Hq * p.Lq * p.Dv), 0.0);
+  res.weights.assign(size_t(p.B * p.Hq * p.Lq * p.Lk), 0.0);
+  res.lse.assign(size_t(p.B * p.Hq * p.Lq), 0.0);
+  res.fully_masked.assign(size_t(p.B * p.Hq * p.Lq), 0);
+  std::vector<Real> logit(size_t(p.Lk));
+  std::vector<uint8_t> use(size_t(p.Lk));
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h) {
+      const int64_t hk = h / p.group;
+      const float* k = p.k + b * p.ks.b + hk * p.ks.h;
+      const float* v = p.v + b * p.vs.b + hk * p.vs.h;
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t row = (b * p.Hq + h) * p.Lq + i;
+        const float* q = p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l;
+        double* out = res.out.data() + row * p.Dv;
+        double* w = res.weights.data() + row * p.Lk;
+        bool any = false;
+        for (int64_t j = 0; j < p.Lk; ++j) {
+          use[j] = pair_allowed(p, b, h, i, j);
+          if (!use[j]) continue;
+          Real s = 0;
+          for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[j * p.ks.l + d]);
+          s *= Real(p.scale);
+          if (p.softcap > 0) s = Real(p.softcap) * std::tanh(s / Real(p.softcap));
+          if (p.alibi_slopes) {
+            const int64_t d = p.top_left ? i : i + p.key_length(b) - p.query_length(b);
+            s -= Real(p.alibi_slopes[h]) * Real(std::llabs(d - j));
+          }
+          if (p.bias) {
+            const auto& m = p.bias;
+            const Real bias = m.data[b * m.strides[0] + h * m.strides[1] + i * m.strides[2] + j * m.strides[3]];
+            if (bias == -inf) {  // an allowed pair with bias -inf is masked too
+              use[j] = 0;
+              continue;
+            }
+            s += bias;
+          }
+          logit[j] = s;
+          any = true;
+        }
+        if (!any) {
+          res.fully_masked[row] = 1;
+          res.lse[row] = -inf;
+          if (p.policy == FullyMasked::nan) {
+            for (int64_t c = 0; c < p.Dv; ++c) out[c] = nan;
+            for (int64_t j = 0; j < p.Lk; ++j) w[j] = nan;
+          } else if (p.policy == FullyMasked::uniform && p.Lk > 0) {
+            for (int64_t j = 0; j < p.Lk; ++j) w[j] = 1.0 / double(p.Lk);
+            for (int64_t c = 0; c < p.Dv; ++c) {
+              Real sum = 0;
+              for (int64_t j = 0; j < p.Lk; ++j) sum += Real(v[j * p.vs.l + c]);
+              out[c] = double(sum / Real(p.Lk));
+            }
+          }
+          continue;
+        }
+        Real m = -inf;
+        bool saw_nan = false;
+        for (int64_t j = 0; j < p.Lk; ++j)
+          if (use[j]) {
+            saw_nan |= std::isnan(logit[j]);
+            m = std::max(m, logit[j]);
+          }
+        if (saw_nan) m = nan;
+        Real sum = 0;
+        for (int64_t j = 0; j < p.Lk; ++j)
+          if (use[j]) sum += std::exp(logit[j] - m);
+        for (int64_t j = 0; j < p.Lk; ++j)
+          if (use[j]) w[j] = double(std::exp(logit[j] - m) / sum);
+        for (int64_t c = 0; c < p.Dv; ++c) {
+          Real acc = 0;
+          for (int64_t j = 0; j < p.Lk; ++j)
+            if (use[j]) acc += Real(w[j]) * Real(v[j * p.vs.l + c]);  // masked V never read
+          out[c] = double(acc);
+        }
+        res.lse[row] = double(m + std::log(sum));
+      }
+    }
+}
+
+}  // namespace
+
+ReferenceResult reference_compute(const Problem& p, Precision precision) {
+  ReferenceResult r;
+  if (precision == Precision::fp64) compute<double>(p, r);
+  else compute<float>(p, r);
+  return r;
+}
+
+}  // namespace detail
+
+ReferenceResult reference_attention(const ConstTensor& q, const ConstTensor& k,
+                                    const ConstTensor& v, const Options& options,
+                                    Precision precision) {
+  Options o = options;
+  o.target = Target::reference;
+  const detail::Problem p = detail::make_problem(q, k, v, nullptr, o, {});
+  return detail::reference_compute(p, precision);
+}
+
+}  // namespace maskattn
