@@ -2,12 +2,13 @@
 // the double-precision reference. Built and run by the tests (natively and under Node).
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include <maskattn/maskattn.hpp>
 #include <maskattn/reference.hpp>
 
-int main() {
+int main(int argc, char** argv) {
   const int B = 2, H = 2, L = 5, D = 4;
   std::vector<float> q(B * H * L * D), k(q.size()), v(q.size()), out(q.size());
   for (size_t n = 0; n < q.size(); ++n) {  // deterministic, unit-scale inputs
@@ -42,5 +43,11 @@ int main() {
     }
   }
   std::printf("max |kernel - fp64 reference| = %.3g\n", max_err);
+  // Tests pass --expect-target NAME so that a build which silently fell back to another kernel fails.
+  if (argc == 3 && std::strcmp(argv[1], "--expect-target") == 0 &&
+      std::strcmp(argv[2], maskattn::target_name(maskattn::best_target())) != 0) {
+    std::printf("expected target %s\n", argv[2]);
+    return 1;
+  }
   return max_err < 1e-5 ? 0 : 1;
 }

@@ -1,5 +1,6 @@
 // Argument validation: the single place where user input is checked (STYLE: validate once at the
 // boundary, with messages that name the argument; inner loops only assume).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -55,12 +56,13 @@ const char* const kDimNames[4] = {"B", "H", "L", "D"};
 
 template <class T>
 void check_tensor(const TensorView<T>& t, const std::string& name) {
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < 4; ++d)
     if (t.shape[d] < 0)
       fail(name, cat("shape[", d, "] (", kDimNames[d], ") must be >= 0, given ", t.shape[d]));
+  for (int d = 0; d < 4; ++d)
     if (t.strides[d] < 0)
       fail(name, cat("strides[", d, "] must be >= 0, given ", t.strides[d]));
-  }
+  if (t.size < -1) fail(name, cat("size must be >= 0, or -1 for unknown, given ", t.size));
   if (t.shape[3] > 1 && t.strides[3] != 1)
     fail(name, cat("innermost (D) stride must be 1, given ", t.strides[3]));
   // Element count without strides first, so absurd shapes fail as overflow, not as a stride issue.
@@ -70,6 +72,23 @@ void check_tensor(const TensorView<T>& t, const std::string& name) {
   if (count > 0 && t.data == nullptr) fail(name, cat("data is null but the shape has ", count, " elements"));
   if (t.size >= 0 && span > t.size)
     fail(name, cat("buffer too small: the view addresses ", span, " elements, size is ", t.size));
+}
+
+// An output view must not write two elements to one address (a race with threads, and the
+// result would depend on write order). Dimensions sorted by stride must each step past the
+// extent of all smaller ones.
+void check_no_overlap(const MutableTensor& t, const std::string& name) {
+  int order[4] = {0, 1, 2, 3};
+  std::sort(order, order + 4, [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  int64_t extent = 0;  // largest offset reachable by the dimensions seen so far
+  for (int n = 0; n < 4; ++n) {
+    const int d = order[n];
+    if (t.shape[d] <= 1) continue;
+    if (t.strides[d] <= extent)
+      fail(name, cat("elements overlap: strides[", d, "] = ", t.strides[d], " must be > ", extent,
+                     " so that the output rows do not share memory"));
+    extent += (t.shape[d] - 1) * t.strides[d];
+  }
 }
 
 void expect_dim(const std::string& name, const char* what, int64_t expected, int64_t given,
@@ -82,6 +101,7 @@ template <class T>
 MaskView<T> check_mask(const MaskView<T>& m, const std::string& name, const int64_t full[4]) {
   MaskView<T> out = m;
   if (!m.data) return out;
+  if (m.size < -1) fail(name, cat("size must be >= 0, or -1 for unknown, given ", m.size));
   static const char* const dims[4] = {"B", "Hq", "Lq", "Lk"};
   for (int d = 0; d < 4; ++d) {
     if (m.shape[d] != 1 && m.shape[d] != full[d])
@@ -98,8 +118,14 @@ MaskView<T> check_mask(const MaskView<T>& m, const std::string& name, const int6
   return out;
 }
 
+template <class T>
+void check_span(const Span<T>& s, const std::string& name) {
+  if (s.data == nullptr && s.size > 0) fail(name, cat("data is null but size is ", s.size));
+}
+
 const int32_t* check_per_batch(const Span<int32_t>& s, const std::string& name, int64_t B,
                                int64_t limit, const char* limit_name) {
+  check_span(s, name);
   if (s.empty()) return nullptr;
   if (int64_t(s.size) != B) fail(name, cat("needs one entry per batch: expected ", B, ", given ", s.size));
   for (int64_t b = 0; b < B; ++b)
@@ -130,6 +156,9 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   p.group = p.Hkv > 0 ? p.Hq / p.Hkv : 1;
   if (out) {
     check_tensor(*out, "out");
+    bool empty = false;
+    for (int d = 0; d < 4; ++d) empty = empty || out->shape[d] == 0;
+    if (!empty) check_no_overlap(*out, "out");
     expect_dim("out", "batch size (shape[0])", p.B, out->shape[0], "q's batch size");
     expect_dim("out", "head count (shape[1])", p.Hq, out->shape[1], "q's head count");
     expect_dim("out", "sequence length (shape[2])", p.Lq, out->shape[2], "q's sequence length");
@@ -161,11 +190,16 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
 
   if (o.window.left < -1) fail("window", cat("left must be >= -1 (-1 = unbounded), given ", o.window.left));
   if (o.window.right < -1) fail("window", cat("right must be >= -1 (-1 = unbounded), given ", o.window.right));
-  p.window_left = o.window.left;
-  p.window_right = o.window.right;
+  // Any reach beyond Lq + Lk is unbounded in effect; clamping keeps d(i) +- reach from overflowing.
+  const int64_t reach = p.Lq + p.Lk + 1;
+  p.window_left = std::min(o.window.left, reach);
+  p.window_right = std::min(o.window.right, reach);
   if (o.prefix < 0) fail("prefix", cat("must be >= 0, given ", o.prefix));
-  p.prefix = o.prefix;
+  p.prefix = std::min(o.prefix, reach);
 
+  check_span(o.query_segments, "query_segments");
+  check_span(o.key_segments, "key_segments");
+  check_span(o.alibi_slopes, "alibi_slopes");
   if (o.query_segments.empty() != o.key_segments.empty())
     fail(o.query_segments.empty() ? "query_segments" : "key_segments",
          "segment ids need both query_segments and key_segments");
@@ -207,16 +241,20 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
 
   if (extra.weights) {
     const int64_t n = checked_mul(checked_mul(checked_mul(p.B, p.Hq, "weights"), p.Lq, "weights"), p.Lk, "weights");
-    if (extra.weights_size >= 0 && extra.weights_size != n)
+    if (extra.weights_size < -1 || (extra.weights_size >= 0 && extra.weights_size != n))
       fail("weights", cat("length must be B*Hq*Lq*Lk = ", n, ", given ", extra.weights_size));
     p.weights = extra.weights;
   }
   if (extra.lse) {
     const int64_t n = checked_mul(checked_mul(p.B, p.Hq, "lse"), p.Lq, "lse");
-    if (extra.lse_size >= 0 && extra.lse_size != n)
+    if (extra.lse_size < -1 || (extra.lse_size >= 0 && extra.lse_size != n))
       fail("lse", cat("length must be B*Hq*Lq = ", n, ", given ", extra.lse_size));
     p.lse = extra.lse;
   }
+  // The kernel forms key/diagonal positions in fp32 vectors; they are exact below 2^23.
+  constexpr int64_t kMaxLength = int64_t(1) << 23;
+  if (p.Lq > kMaxLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lq));
+  if (p.Lk > kMaxLength) fail("k", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lk));
   // Scratch the kernel allocates per key/value head: padded copies of K and V.
   checked_mul(p.Lk + 256, p.D + p.Dv + 64, "k");
   return p;

@@ -33,6 +33,11 @@ constexpr float kFlushBelow = -127.0f;      // 2^x for x <= -127 returns exactly
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <class Arch>
+struct Simd;
+
+// The vector version exists only where xsimd has a vector architecture (not in a scalar wasm build).
+#ifndef XSIMD_NO_SUPPORTED_ARCHITECTURE
+template <class Arch>
 struct Simd {
   using V = xsimd::batch<float, Arch>;
   using M = xsimd::batch_bool<float, Arch>;
@@ -90,6 +95,7 @@ struct Simd {
     return p * xsimd::bitwise_cast<V>(scale_bits);
   }
 };
+#endif
 
 template <>
 struct Simd<ScalarArch> {

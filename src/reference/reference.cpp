@@ -3,6 +3,7 @@
 // re-derived here per pair from their definitions, not from mask/row_keys.hpp's intervals.
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "core/problem.hpp"
 #include "maskattn/reference.hpp"
@@ -131,6 +132,13 @@ ReferenceResult reference_attention(const ConstTensor& q, const ConstTensor& k,
   Options o = options;
   o.target = Target::reference;
   const detail::Problem p = detail::make_problem(q, k, v, nullptr, o, {});
+  // The reference always returns weights: [B, Hq, Lq, Lk] doubles must be addressable.
+  int64_t n = 1;
+  for (int64_t dim : {p.B, p.Hq, p.Lq, p.Lk})
+    if (__builtin_mul_overflow(n, dim, &n) || n > (int64_t(1) << 59))
+      throw ArgumentError("weights", "the reference's weights [B, Hq, Lq, Lk] = [" + std::to_string(p.B) + ", " +
+                                         std::to_string(p.Hq) + ", " + std::to_string(p.Lq) + ", " +
+                                         std::to_string(p.Lk) + "] do not fit in memory");
   return detail::reference_compute(p, precision);
 }
 

@@ -1,0 +1,61 @@
+// The build contains exactly the kernels it was configured with, and runs the one it should:
+// a silent fallback (e.g. a SIMD128 build whose kernel came out scalar) fails here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <maskattn/maskattn.hpp>
+
+namespace {
+
+std::vector<std::string> expected_targets() {
+  std::vector<std::string> out;
+  std::stringstream csv(MASKATTN_EXPECTED_TARGETS);
+  for (std::string t; std::getline(csv, t, ',');) out.push_back(t);
+  return out;
+}
+
+maskattn::Target by_name(const std::string& name) {
+  for (auto t : {maskattn::Target::scalar, maskattn::Target::sse2, maskattn::Target::avx2,
+                 maskattn::Target::avx512, maskattn::Target::simd128})
+    if (name == maskattn::target_name(t)) return t;
+  ADD_FAILURE() << "unknown target " << name;
+  return maskattn::Target::scalar;
+}
+
+TEST(Build, EveryConfiguredKernelIsCompiledIn) {
+  for (const std::string& name : expected_targets()) {
+    SCOPED_TRACE(name);
+    const auto t = by_name(name);
+    // Natively the CPU may lack a target; the library must still know it is compiled in, which
+    // shows as a "not available here" error naming the compiled list rather than "unknown".
+    if (!maskattn::target_available(t)) {
+      std::printf("[maskattn] %s compiled in but not supported by this CPU: its tests skip\n", name.c_str());
+      continue;
+    }
+    EXPECT_EQ(maskattn::target_lanes(t), name == "scalar" ? 1 : name == "avx2" ? 8 : name == "avx512" ? 16 : 4);
+  }
+}
+
+TEST(Build, AutomaticPicksTheWidestAvailable) {
+  const auto best = maskattn::best_target();
+  std::printf("[maskattn] best target: %s (%d lanes)\n", maskattn::target_name(best), maskattn::target_lanes(best));
+#if defined(__EMSCRIPTEN__)
+  const auto expected = expected_targets();
+  const bool simd_build = std::find(expected.begin(), expected.end(), "simd128") != expected.end();
+  EXPECT_EQ(std::string(maskattn::target_name(best)), simd_build ? "simd128" : "scalar");
+#else
+  for (auto t : {maskattn::Target::avx512, maskattn::Target::avx2, maskattn::Target::sse2}) {
+    if (maskattn::target_available(t)) {
+      EXPECT_EQ(best, t);
+      break;
+    }
+  }
+#endif
+}
+
+}  // namespace

@@ -1,0 +1,507 @@
+// Shared helpers of the maskattn GoogleTest suite.
+//
+//   - Rng: a seeded, platform-independent generator that puts its seed into every failure message
+//     (a gtest ScopedTrace lives as long as the Rng). MASKATTN_TEST_SEED=<n> changes the base seed.
+//   - kernel_targets() / TargetTest / MASKATTN_INSTANTIATE_FOR_TARGETS: run a TEST_P over every
+//     kernel target (all maskattn::Target values but reference and automatic). A target this
+//     build or CPU cannot run is skipped with GTEST_SKIP, never silently replaced.
+//   - Tensor / make_tensor / fill_uniform: random Q/K/V/O buffers in bhld, blhd and padded,
+//     misaligned strided storage. Padding is filled with a caller-chosen value (NaN for inputs, a
+//     sentinel for outputs) so reads and writes outside the view show up.
+//   - compare_to_reference: the tolerance policy of docs/semantics.md "Numbers" (see Tolerance).
+//   - ErrorLog: the largest errors seen per target, printed once at the end of the run.
+//
+// Everything here is portable C++17 (no threads, no filesystem): the same binary runs natively
+// and under Node on WebAssembly.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "maskattn/maskattn.hpp"
+#include "maskattn/reference.hpp"
+
+namespace maskattn {
+// gtest prints parameters with this (found by ADL) instead of "4-byte object <03-00 00-00>".
+inline void PrintTo(Target t, std::ostream* os);
+}  // namespace maskattn
+
+namespace maskattn_test {
+
+using maskattn::Target;
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+inline constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---------------------------------------------------------------------------------------------
+// Reproducible randomness
+// ---------------------------------------------------------------------------------------------
+
+// The base seed: fixed, so runs are repeatable on every platform; MASKATTN_TEST_SEED overrides it
+// to explore other inputs (the value in a failure message replays that failure).
+inline uint64_t base_seed() {
+  const char* s = std::getenv("MASKATTN_TEST_SEED");
+  if (s != nullptr && *s != '\0') return std::strtoull(s, nullptr, 0);
+  return 0x6d61736b61747431ULL;  // "maskatt1"
+}
+
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// splitmix64 with hand-written distributions: std::uniform_real_distribution differs between
+// libstdc++ and libc++ (Emscripten), and the same seed must give the same data everywhere.
+class Rng {
+ public:
+  // The seed is derived from `label` (e.g. "Masks/causal_decode") and the base seed, so each table
+  // row gets its own stream and adding a row does not change the data of the others.
+  explicit Rng(const std::string& label) : Rng(fnv1a(label) ^ base_seed(), label) {}
+  Rng(const Rng&) = delete;
+  Rng& operator=(const Rng&) = delete;
+
+  uint64_t seed() const { return seed_; }
+
+  uint64_t next_u64() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 24 random bits: exactly representable as float.
+  float unit() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
+  float uniform(float lo, float hi) { return lo + (hi - lo) * unit(); }
+  // Uniform integer in [lo, hi] (inclusive).
+  int64_t uniform_int(int64_t lo, int64_t hi) {
+    const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
+    return lo + static_cast<int64_t>(next_u64() % span);
+  }
+  bool bernoulli(double p) { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53 < p; }
+
+ private:
+  Rng(uint64_t seed, const std::string& label)
+      : seed_(seed), state_(seed), trace_(__FILE__, __LINE__, describe(seed, label)) {}
+  static std::string describe(uint64_t seed, const std::string& label) {
+    std::ostringstream os;
+    os << "Rng \"" << label << "\" seed 0x" << std::hex << seed << std::dec
+       << " (base seed " << base_seed() << ", set MASKATTN_TEST_SEED to change it)";
+    return os.str();
+  }
+  uint64_t seed_;
+  uint64_t state_;
+  ::testing::ScopedTrace trace_;  // printed with every failure while this Rng lives
+};
+
+// ---------------------------------------------------------------------------------------------
+// Targets
+// ---------------------------------------------------------------------------------------------
+
+// Every kernel target: what `automatic` could pick plus the ones it would not. The reference is
+// the oracle, not a subject, and `automatic` is one of the others.
+inline const std::vector<Target>& kernel_targets() {
+  static const std::vector<Target> targets = {Target::scalar, Target::sse2, Target::avx2,
+                                              Target::avx512, Target::simd128};
+  return targets;
+}
+
+// Stable test-name suffixes (independent of what the library's target_name() returns).
+inline const char* target_label(Target t) {
+  switch (t) {
+    case Target::automatic: return "automatic";
+    case Target::reference: return "reference";
+    case Target::scalar: return "scalar";
+    case Target::sse2: return "sse2";
+    case Target::avx2: return "avx2";
+    case Target::avx512: return "avx512";
+    case Target::simd128: return "simd128";
+  }
+  return "unknown";
+}
+
+}  // namespace maskattn_test
+
+inline void maskattn::PrintTo(Target t, std::ostream* os) { *os << maskattn_test::target_label(t); }
+
+namespace maskattn_test {
+
+struct TargetParamName {
+  std::string operator()(const ::testing::TestParamInfo<Target>& info) const {
+    return target_label(info.param);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Error log: largest error per target and quantity, printed at the end of the run
+// ---------------------------------------------------------------------------------------------
+
+class ErrorLog {
+ public:
+  struct Entry {
+    double max_err = 0;         // largest |kernel - fp64 reference|
+    double max_ref32_err = 0;   // largest |naive fp32 - fp64 reference| over the same comparisons
+    double worst_ratio = 0;     // largest (kernel error / bound applied) of one comparison
+    int64_t comparisons = 0;
+  };
+
+  static ErrorLog& instance() {
+    static ErrorLog log;
+    return log;
+  }
+
+  void begin_test(Target t) {
+    current_ = target_label(t);
+    test_max_err_ = 0;
+    test_cases_ = 0;
+    active_ = true;
+  }
+  void end_test() { active_ = false; }
+  bool active() const { return active_; }
+
+  void record(const std::string& quantity, double err, double ref32_err, double ratio) {
+    if (!active_) return;
+    Entry& e = entries_[current_][quantity];
+    e.max_err = std::max(e.max_err, err);
+    e.max_ref32_err = std::max(e.max_ref32_err, ref32_err);
+    e.worst_ratio = std::max(e.worst_ratio, ratio);
+    ++e.comparisons;
+    test_max_err_ = std::max(test_max_err_, err);
+  }
+  // One differential case (one table row) ran on the current target.
+  void count_case() {
+    if (!active_) return;
+    ++cases_[current_];
+    ++test_cases_;
+  }
+
+  double test_max_err() const { return test_max_err_; }
+  int64_t test_cases() const { return test_cases_; }
+
+  void print(std::ostream& os) const {
+    if (entries_.empty() && cases_.empty()) return;
+    os << "\n[maskattn] kernel vs float64 reference, worst over the run (error bound: "
+          "max(2 x naive fp32 error, floor), and <= 1e-5 on O for unit-scale inputs)\n";
+    for (const auto& [target, quantities] : entries_) {
+      auto it = cases_.find(target);
+      os << "  " << std::left << std::setw(8) << target << " cases run: "
+         << (it == cases_.end() ? 0 : it->second) << "\n";
+      for (const auto& [quantity, e] : quantities) {
+        os << "    " << std::left << std::setw(14) << quantity << std::scientific
+           << std::setprecision(2) << " max |err| " << e.max_err << "  (naive fp32: "
+           << e.max_ref32_err << ")  worst err/bound " << std::fixed << std::setprecision(2)
+           << e.worst_ratio << "  comparisons " << e.comparisons << "\n";
+      }
+    }
+    os << std::defaultfloat;
+  }
+
+ private:
+  std::string current_ = "none";
+  bool active_ = false;
+  double test_max_err_ = 0;
+  int64_t test_cases_ = 0;
+  std::map<std::string, std::map<std::string, Entry>> entries_;
+  std::map<std::string, int64_t> cases_;
+};
+
+class ErrorLogEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { ErrorLog::instance().print(std::cout); }
+};
+// Registered once for the whole binary (C++17 inline variable), before gtest_main runs the tests.
+inline ::testing::Environment* const kErrorLogEnvironment =
+    ::testing::AddGlobalTestEnvironment(new ErrorLogEnvironment);
+
+// ---------------------------------------------------------------------------------------------
+// The per-target fixture
+// ---------------------------------------------------------------------------------------------
+
+class TargetTest : public ::testing::TestWithParam<Target> {
+ protected:
+  void SetUp() override {
+    const Target t = GetParam();
+    RecordProperty("target", target_label(t));
+    if (!maskattn::target_available(t)) {
+      GTEST_SKIP() << "target " << target_label(t)
+                   << " is not available in this build or on this CPU";
+    }
+    trace_.emplace(__FILE__, __LINE__,
+                   std::string("target ") + maskattn::target_name(t) + " (" +
+                       std::to_string(maskattn::target_lanes(t)) + " lanes)");
+    ErrorLog::instance().begin_test(t);
+  }
+  void TearDown() override {
+    ErrorLog& log = ErrorLog::instance();
+    if (log.active()) {
+      RecordProperty("cases", static_cast<int>(log.test_cases()));
+      std::ostringstream os;
+      os << std::scientific << std::setprecision(3) << log.test_max_err();
+      RecordProperty("max_abs_err", os.str());
+      log.end_test();
+    }
+    trace_.reset();
+  }
+  Target target() const { return GetParam(); }
+
+ private:
+  std::optional<::testing::ScopedTrace> trace_;
+};
+
+#define MASKATTN_INSTANTIATE_FOR_TARGETS(Fixture)                                      \
+  INSTANTIATE_TEST_SUITE_P(Targets, Fixture,                                          \
+                           ::testing::ValuesIn(::maskattn_test::kernel_targets()), \
+                           ::maskattn_test::TargetParamName())
+
+// ---------------------------------------------------------------------------------------------
+// Tensors
+// ---------------------------------------------------------------------------------------------
+
+enum class Storage {
+  bhld,         // contiguous [B, H, L, D]
+  blhd,         // contiguous [B, L, H, D]
+  padded_bhld,  // [B, H, L, D] order with gaps after every row, head and batch; misaligned start
+  padded_blhd,  // [B, L, H, D] order with gaps after every head and row; misaligned start
+  qkv_packed,   // one projection output [B, L, 3, H, D]; `slot` 0/1/2 picks Q, K or V in it
+};
+
+inline const char* storage_name(Storage s) {
+  switch (s) {
+    case Storage::bhld: return "bhld";
+    case Storage::blhd: return "blhd";
+    case Storage::padded_bhld: return "padded_bhld";
+    case Storage::padded_blhd: return "padded_blhd";
+    case Storage::qkv_packed: return "qkv_packed";
+  }
+  return "?";
+}
+
+// A buffer and the strides of a logical [B, H, L, D] tensor in it. Copyable: views are made on
+// demand from the offset, so a copy never points into another Tensor's buffer.
+struct Tensor {
+  std::array<int64_t, 4> shape{0, 0, 0, 0};
+  std::array<int64_t, 4> strides{0, 0, 0, 1};
+  int64_t offset = 0;
+  std::vector<float> buf;
+
+  int64_t count() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+  int64_t index(int64_t b, int64_t h, int64_t l, int64_t d) const {
+    return offset + b * strides[0] + h * strides[1] + l * strides[2] + d * strides[3];
+  }
+  float& at(int64_t b, int64_t h, int64_t l, int64_t d) { return buf[index(b, h, l, d)]; }
+  float at(int64_t b, int64_t h, int64_t l, int64_t d) const { return buf[index(b, h, l, d)]; }
+
+  template <class T>
+  maskattn::TensorView<T> make_view(T* base) const {
+    maskattn::TensorView<T> t;
+    t.data = base + offset;
+    for (int i = 0; i < 4; ++i) {
+      t.shape[i] = shape[i];
+      t.strides[i] = strides[i];
+    }
+    t.size = static_cast<int64_t>(buf.size()) - offset;
+    return t;
+  }
+  maskattn::MutableTensor view() { return make_view<float>(buf.data()); }
+  maskattn::ConstTensor cview() const { return make_view<const float>(buf.data()); }
+
+  // Contents gathered into contiguous [B, H, L, D].
+  std::vector<float> dense() const {
+    std::vector<float> out;
+    out.reserve(static_cast<size_t>(count()));
+    for (int64_t b = 0; b < shape[0]; ++b)
+      for (int64_t h = 0; h < shape[1]; ++h)
+        for (int64_t l = 0; l < shape[2]; ++l)
+          for (int64_t d = 0; d < shape[3]; ++d) out.push_back(at(b, h, l, d));
+    return out;
+  }
+  // 1 for buffer elements the view addresses.
+  std::vector<uint8_t> addressed() const {
+    std::vector<uint8_t> a(buf.size(), 0);
+    for (int64_t b = 0; b < shape[0]; ++b)
+      for (int64_t h = 0; h < shape[1]; ++h)
+        for (int64_t l = 0; l < shape[2]; ++l)
+          for (int64_t d = 0; d < shape[3]; ++d) a[static_cast<size_t>(index(b, h, l, d))] = 1;
+    return a;
+  }
+};
+
+// A tensor of logical shape [B, H, L, D] in the given storage; every element (padding included)
+// starts as `fill`. `slot` is only used by qkv_packed (the other two slots are padding here).
+inline Tensor make_tensor(Storage s, int64_t B, int64_t H, int64_t L, int64_t D, float fill,
+                          int slot = 0) {
+  Tensor t;
+  t.shape = {B, H, L, D};
+  int64_t total = 0;
+  switch (s) {
+    case Storage::bhld:
+      t.strides = {H * L * D, L * D, D, 1};
+      total = B * H * L * D;
+      break;
+    case Storage::blhd:
+      t.strides = {L * H * D, D, H * D, 1};
+      total = B * H * L * D;
+      break;
+    case Storage::padded_bhld: {
+      const int64_t row = D + 3, head = L * row + 2, batch = H * head + 5;
+      t.strides = {batch, head, row, 1};
+      t.offset = 1;  // 4-byte aligned only: catches aligned loads
+      total = B * batch + 7;
+      break;
+    }
+    case Storage::padded_blhd: {
+      const int64_t head = D + 1, row = H * head + 3, batch = L * row + 5;
+      t.strides = {batch, head, row, 1};
+      t.offset = 3;
+      total = B * batch + 7;
+      break;
+    }
+    case Storage::qkv_packed:
+      t.strides = {L * 3 * H * D, D, 3 * H * D, 1};
+      t.offset = slot * H * D;
+      total = B * L * 3 * H * D;
+      break;
+  }
+  t.buf.assign(static_cast<size_t>(t.offset + std::max<int64_t>(total, 0) + 1), fill);
+  return t;
+}
+
+// Uniform random values in [lo, hi) in every element the view addresses, padding left as is.
+inline void fill_uniform(Tensor& t, Rng& rng, float lo, float hi) {
+  for (int64_t b = 0; b < t.shape[0]; ++b)
+    for (int64_t h = 0; h < t.shape[1]; ++h)
+      for (int64_t l = 0; l < t.shape[2]; ++l)
+        for (int64_t d = 0; d < t.shape[3]; ++d) t.at(b, h, l, d) = rng.uniform(lo, hi);
+}
+
+inline Tensor random_tensor(Rng& rng, Storage s, int64_t B, int64_t H, int64_t L, int64_t D,
+                            float lo = -1.0f, float hi = 1.0f, float pad_fill = kNaN,
+                            int slot = 0) {
+  Tensor t = make_tensor(s, B, H, L, D, pad_fill, slot);
+  fill_uniform(t, rng, lo, hi);
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparison with the float64 reference: the tolerance policy
+// ---------------------------------------------------------------------------------------------
+//
+// Policy (docs/semantics.md "Numbers", after FlashAttention's test suite): let e32 be the largest
+// |naive fp32 - fp64| over the tensor, where "naive fp32" is reference_attention(...,
+// Precision::fp32) on the same inputs. The kernel passes when, element by element,
+//   |kernel - fp64| <= max(2 * e32, floor)
+// - 2 * e32: the kernel may reorder sums (tiles, SIMD lanes, online rescaling) but must not lose
+//   more than one extra naive implementation's worth of accuracy;
+// - floor (default 2e-6, a few fp32 ulps of an O(1) value): tiny problems where the naive fp32
+//   result happens to be (almost) exact would otherwise demand bit-exactness;
+// and, for unit-scale inputs (uniform in [-1, 1], O(1) logits), never more than `cap` = 1e-5
+// absolute on O: the contract's absolute promise, which also catches a naive fp32 reference that
+// is itself inaccurate. Non-finite expectations are exact: NaN where fp64 has NaN, the same
+// infinity where it has one, and a finite value everywhere else.
+struct Tolerance {
+  double floor = 2e-6;
+  double cap = 1e-5;  // <= 0: no absolute cap
+  bool wide = false;  // inputs not unit-scale: logged apart (" (wide)") so they do not hide the rest
+};
+
+inline std::string format_index(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (size_t k = dims.size(); k-- > 0;) {
+    const int64_t n = std::max<int64_t>(dims[k], 1);
+    idx[k] = flat % n;
+    flat /= n;
+  }
+  std::ostringstream os;
+  os << "[";
+  for (size_t k = 0; k < idx.size(); ++k) os << (k ? "," : "") << idx[k];
+  os << "]";
+  return os.str();
+}
+
+struct Comparison {
+  double max_err = 0;    // kernel vs fp64 over finite expectations
+  double ref32_err = 0;  // naive fp32 vs fp64
+  double bound = 0;      // the bound applied
+};
+
+// `got`: kernel result as contiguous `dims`; `ref64`, `ref32`: the reference results on the same
+// inputs in double and single precision (`ref32` may be empty: then the bound is `floor`).
+// `quantity` names the tensor ("O", "weights", "lse") in messages and in the error log.
+inline ::testing::AssertionResult compare_to_reference(const std::string& quantity,
+                                                       const std::vector<float>& got,
+                                                       const std::vector<double>& ref64,
+                                                       const std::vector<double>& ref32,
+                                                       const std::vector<int64_t>& dims,
+                                                       const Tolerance& tol = {},
+                                                       Comparison* result = nullptr) {
+  if (got.size() != ref64.size() || (!ref32.empty() && ref32.size() != ref64.size())) {
+    return ::testing::AssertionFailure()
+           << quantity << ": size mismatch, kernel " << got.size() << " vs reference "
+           << ref64.size() << " / " << ref32.size();
+  }
+  Comparison c;
+  for (size_t i = 0; i < ref32.size(); ++i) {
+    if (std::isfinite(ref64[i]) && std::isfinite(ref32[i]))
+      c.ref32_err = std::max(c.ref32_err, std::fabs(ref32[i] - ref64[i]));
+  }
+  const double relative_bound = std::max(2.0 * c.ref32_err, tol.floor);
+  c.bound = tol.cap > 0 ? std::min(relative_bound, tol.cap) : relative_bound;
+
+  int64_t failures = 0;
+  std::ostringstream msg;
+  auto fail = [&](size_t i, const char* why) {
+    if (failures++ < 6) {
+      msg << "\n  " << quantity << format_index(static_cast<int64_t>(i), dims) << ": kernel "
+          << std::setprecision(9) << got[i] << ", fp64 reference " << ref64[i];
+      if (!ref32.empty()) msg << ", naive fp32 " << ref32[i];
+      msg << " (" << why << ")";
+    }
+  };
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = ref64[i];
+    const double g = got[i];
+    if (std::isnan(e)) {
+      if (!std::isnan(g)) fail(i, "expected NaN");
+    } else if (std::isinf(e)) {
+      if (g != e) fail(i, "expected this infinity");
+    } else if (!std::isfinite(g)) {
+      fail(i, "expected a finite value");
+    } else {
+      const double err = std::fabs(g - e);
+      c.max_err = std::max(c.max_err, err);
+      if (err > c.bound) fail(i, "error above bound");
+    }
+  }
+  const double ratio = c.bound > 0 ? c.max_err / c.bound : 0.0;  // headroom: < 1 passes
+  ErrorLog::instance().record(quantity + (tol.wide ? " (wide)" : ""), c.max_err, c.ref32_err,
+                              ratio);
+  if (result != nullptr) *result = c;
+  if (failures == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << quantity << ": " << failures << " of " << got.size()
+         << " elements off; max |err| " << c.max_err << ", bound " << c.bound
+         << " (naive fp32 error " << c.ref32_err << ", floor " << tol.floor << ", cap " << tol.cap
+         << ")" << msg.str();
+}
+
+inline std::vector<double> to_double(const std::vector<float>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+}  // namespace maskattn_test

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Checks a wasm artifact really is what its build claims (no silent fallback):
+#   simd   - the kernel is in SIMD128 (many f32x4 ops) and the cvt fix is in (i32x4.trunc_sat);
+#   scalar - no v128 instruction at all, so engines without SIMD128 can run it.
+set -euo pipefail
+wasm="$1" mode="$2"
+wat=$(wasm2wat --enable-all "$wasm")
+f32x4=$(grep -c 'f32x4\.' <<<"$wat" || true)
+v128=$(grep -cE 'v128|[if](32|64)x[0-9]' <<<"$wat" || true)
+echo "$wasm: $f32x4 f32x4 instructions, $v128 SIMD instructions in all"
+case "$mode" in
+  simd)
+    [ "$f32x4" -ge 100 ] || { echo "FAIL: expected a SIMD128 kernel (>= 100 f32x4 ops)"; exit 1; }
+    grep -q 'i32x4.trunc_sat_f32x4_s' <<<"$wat" || { echo "FAIL: float->int fix missing"; exit 1; }
+    ;;
+  scalar)
+    [ "$v128" -eq 0 ] || { echo "FAIL: scalar build contains SIMD instructions"; exit 1; }
+    ;;
+  *) echo "usage: $0 WASM simd|scalar"; exit 2 ;;
+esac
+echo PASS
