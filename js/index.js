@@ -1,0 +1,494 @@
+// maskattn for JavaScript: masked scaled-dot-product attention in WebAssembly.
+//
+//   import { init } from 'maskattn';
+//   const ma = await init();
+//   const { output } = ma.attention(q, k, v, { causal: true });
+//
+// Semantics: docs/semantics.md. Tensors are { data: Float32Array, shape: number[] } (or `dims`, as
+// onnxruntime-web tensors have). The C++ library validates every argument; this file checks what
+// only JavaScript can see (typed-array kinds, shapes as arrays, data lengths) and moves memory.
+
+const VERSION = '0.1.0';
+
+/** Thrown for a wrong kind of value: `argument` names it. */
+export class MaskAttnTypeError extends TypeError {
+  constructor(argument, message) {
+    super(`${argument}: ${message}`);
+    this.name = 'TypeError';
+    this.argument = argument;
+  }
+}
+/** Thrown for a wrong value, shape or size (and out-of-memory): `argument` names it. */
+export class MaskAttnRangeError extends RangeError {
+  constructor(argument, message) {
+    super(argument ? `${argument}: ${message}` : message);
+    this.name = 'RangeError';
+    this.argument = argument;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ init
+
+// The smallest module using a SIMD128 instruction (i32x4.splat of a constant): validates only on
+// engines with SIMD128.
+const SIMD_PROBE = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0,
+  10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]);
+
+/** Whether this engine supports WebAssembly SIMD128. */
+export function simdSupported() {
+  try {
+    return WebAssembly.validate(SIMD_PROBE);
+  } catch {
+    return false;
+  }
+}
+
+const isNode = typeof process !== 'undefined' && process.versions != null && process.versions.node != null;
+const instances = new Map();
+
+/**
+ * Loads the WebAssembly module (once per build; later calls return the same instance).
+ * options.simd: 'auto' (default: SIMD128 when the engine has it), true (require it) or false (scalar build).
+ * options.locateFile(name): URL of a .wasm file, for hosting the files elsewhere.
+ * options.wasmBinary: the .wasm bytes, for environments without fetch.
+ */
+export function init(options = {}) {
+  if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object, given ${describe(options)}`);
+  const simdOption = options.simd ?? 'auto';
+  if (simdOption !== 'auto' && simdOption !== true && simdOption !== false)
+    throw new MaskAttnTypeError('simd', `must be 'auto', true or false, given ${describe(simdOption)}`);
+  const haveSimd = simdSupported();
+  if (simdOption === true && !haveSimd)
+    return Promise.reject(new MaskAttnRangeError('simd', 'this engine does not support WebAssembly SIMD128 (use simd: false or \'auto\')'));
+  const simd = simdOption === 'auto' ? haveSimd : simdOption;
+  const key = simd ? 'simd' : 'scalar';
+  if (!instances.has(key)) {
+    const loading = load(simd, options).catch((error) => {
+      instances.delete(key);  // a failed load may be retried
+      throw error;
+    });
+    instances.set(key, loading);
+  }
+  return instances.get(key);
+}
+
+async function load(simd, options) {
+  const name = simd ? 'maskattn-simd' : 'maskattn-scalar';
+  // `new URL(..., import.meta.url)` lets bundlers (Vite, webpack) find and emit the assets.
+  const factoryUrl = simd ? new URL('../dist/maskattn-simd.mjs', import.meta.url) : new URL('../dist/maskattn-scalar.mjs', import.meta.url);
+  const wasmUrl = simd ? new URL('../dist/maskattn-simd.wasm', import.meta.url) : new URL('../dist/maskattn-scalar.wasm', import.meta.url);
+  const { default: factory } = await import(/* @vite-ignore */ factoryUrl.href);
+  const moduleOptions = {};
+  if (options.wasmBinary) {
+    moduleOptions.wasmBinary = options.wasmBinary;
+  } else if (isNode && !options.locateFile) {
+    // Node's fetch cannot read file: URLs here, so pass the bytes (see TOOLCHAIN notes).
+    const { readFile } = await import('node:fs/promises');
+    moduleOptions.wasmBinary = await readFile(wasmUrl);
+  }
+  moduleOptions.locateFile = (file) => (options.locateFile ? options.locateFile(file, name) : wasmUrl.href);
+  const module = await factory(moduleOptions);
+  return new MaskAttn(module);
+}
+
+// ------------------------------------------------------------------------------------------ helpers
+
+function describe(x) {
+  if (x === null) return 'null';
+  if (Array.isArray(x)) return `an array of length ${x.length}`;
+  if (ArrayBuffer.isView(x)) return `a ${x.constructor.name} of length ${x.length}`;
+  if (typeof x === 'object') return `an object (${Object.prototype.toString.call(x)})`;
+  return `${typeof x} ${String(x)}`;
+}
+
+function shapeOf(t, name) {
+  if (t === null || typeof t !== 'object') throw new MaskAttnTypeError(name, `must be a tensor { data, shape }, given ${describe(t)}`);
+  const shape = t.shape ?? t.dims;
+  if (!Array.isArray(shape) && !ArrayBuffer.isView(shape))
+    throw new MaskAttnTypeError(`${name}.shape`, `must be an array of dimensions, given ${describe(shape)}`);
+  const dims = Array.from(shape, Number);
+  dims.forEach((d, i) => {
+    if (!Number.isInteger(d) || d < 0) throw new MaskAttnRangeError(`${name}.shape`, `dimension ${i} must be a non-negative integer, given ${shape[i]}`);
+  });
+  return dims;
+}
+
+function product(dims) {
+  return dims.reduce((a, b) => a * b, 1);
+}
+
+const MAX_BYTES = 2 ** 32;  // wasm32 memory
+
+function checkData(t, name, dims, Type) {
+  if (!(t.data instanceof Type))
+    throw new MaskAttnTypeError(`${name}.data`, `must be a ${Type.name}, given ${describe(t.data)}`);
+  const n = product(dims);
+  if (n * Type.BYTES_PER_ELEMENT >= MAX_BYTES)
+    throw new MaskAttnRangeError(name, `shape [${dims}] needs ${n * Type.BYTES_PER_ELEMENT} bytes, more than WebAssembly memory can hold`);
+  if (t.data.length !== n)
+    throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${t.data.length}`);
+}
+
+function check4(dims, name, layout) {
+  if (dims.length !== 4) throw new MaskAttnRangeError(`${name}.shape`, `must have 4 dimensions (${layout === 'blhd' ? '[B, L, H, D]' : '[B, H, L, D]'}), given [${dims}]`);
+  if (product(dims) * 4 >= MAX_BYTES)
+    throw new MaskAttnRangeError(name, `shape [${dims}] needs ${product(dims) * 4} bytes, more than WebAssembly memory can hold`);
+  return dims;
+}
+
+// Logical [B, H, L, D] of a tensor given in `layout`.
+function logical(dims, layout) {
+  return layout === 'blhd' ? [dims[0], dims[2], dims[1], dims[3]] : dims;
+}
+
+function toInt32(x, name, length) {
+  if (x == null) return null;
+  let arr;
+  if (x instanceof Int32Array) arr = x;
+  else if (Array.isArray(x)) {
+    x.forEach((e, i) => {
+      if (!Number.isInteger(e)) throw new MaskAttnTypeError(name, `entry ${i} must be an integer, given ${describe(e)}`);
+    });
+    arr = Int32Array.from(x);
+  } else throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
+  if (length != null && arr.length !== length) throw new MaskAttnRangeError(name, `length must be ${length}, given ${arr.length}`);
+  return arr;
+}
+
+function toFloat32(x, name, length) {
+  if (x == null) return null;
+  let arr;
+  if (x instanceof Float32Array) arr = x;
+  else if (Array.isArray(x)) arr = Float32Array.from(x, Number);
+  else throw new MaskAttnTypeError(name, `must be a Float32Array or an array of numbers, given ${describe(x)}`);
+  if (length != null && arr.length !== length) throw new MaskAttnRangeError(name, `length must be ${length}, given ${arr.length}`);
+  return arr;
+}
+
+// A mask's shape, right-aligned to [B, Hq, Lq, Lk] like NumPy broadcasting ([Lq, Lk] -> [1, 1, Lq, Lk]).
+function maskShape(m, name, Type) {
+  if (m === null || typeof m !== 'object') throw new MaskAttnTypeError(name, `must be a tensor { data, shape }, given ${describe(m)}`);
+  const dims = shapeOf(m, name);
+  if (dims.length < 1 || dims.length > 4) throw new MaskAttnRangeError(`${name}.shape`, `must have 1 to 4 dimensions (broadcast to [B, Hq, Lq, Lk]), given [${dims}]`);
+  checkData(m, name, dims, Type);
+  return [...Array(4 - dims.length).fill(1), ...dims];
+}
+
+const ALIGN = { 'bottom-right': 0, 'top-left': 1 };
+const POLICY = { zero: 0, nan: 1, uniform: 2 };
+const KNOWN_OPTIONS = new Set(['scale', 'layout', 'causal', 'align', 'keyLengths', 'queryLengths', 'allowed', 'bias',
+  'window', 'prefix', 'segments', 'alibiSlopes', 'softcap', 'fullyMasked', 'returnWeights', 'returnLse', 'returnStats']);
+
+function checkWindow(w) {
+  if (w == null) return [-1, -1];
+  if ((!Array.isArray(w) && !ArrayBuffer.isView(w)) || w.length !== 2)
+    throw new MaskAttnTypeError('window', `must be [left, right] (-1 = unbounded), given ${describe(w)}`);
+  const [left, right] = Array.from(w, Number);
+  for (const [side, x] of [['left', left], ['right', right]])
+    if (!Number.isInteger(x) || x < -1) throw new MaskAttnRangeError('window', `${side} must be an integer >= -1 (-1 = unbounded), given ${x}`);
+  return [left, right];
+}
+
+// ------------------------------------------------------------------------------------------ API
+
+/** A loaded module. Obtain with `await init()`. */
+export class MaskAttn {
+  constructor(module) {
+    this._m = module;
+    const info = module.backend();
+    /** { simd, arch, lanes, threads, version } */
+    this.backend = Object.freeze({ simd: info.simd, arch: info.arch, lanes: info.lanes, threads: info.threads, version: info.version });
+  }
+
+  /**
+   * O = softmax(Q·Kᵀ·scale + M)·V. Inputs are copied into wasm memory and results copied out,
+   * so the caller keeps ownership of everything. See Workspace for repeated calls without copies.
+   */
+  attention(q, k, v, options = {}) {
+    const plan = this._plan(q, k, v, options);
+    const m = this._m;
+    const blocks = [];
+    const alloc = (bytes) => {
+      const p = bytes > 0 ? m._malloc(bytes) : 0;
+      if (bytes > 0 && p === 0) {
+        blocks.forEach((b) => m._free(b));
+        throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${bytes} bytes in WebAssembly memory`);
+      }
+      if (p) blocks.push(p);
+      return p;
+    };
+    try {
+      // Ownership: these buffers belong to this call and are freed in `finally`.
+      const ptr = {
+        q: alloc(q.data.byteLength), k: alloc(k.data.byteLength), v: alloc(v.data.byteLength),
+        out: alloc(plan.outCount * 4),
+        weights: plan.returnWeights ? alloc(plan.weightsCount * 4) : 0,
+        lse: plan.returnLse ? alloc(plan.lseCount * 4) : 0,
+      };
+      const masks = this._placeMasks(plan, alloc);
+      // Views are taken after every allocation: growth detaches older ones.
+      const f32 = m.HEAPF32;
+      f32.set(q.data, ptr.q >> 2);
+      f32.set(k.data, ptr.k >> 2);
+      f32.set(v.data, ptr.v >> 2);
+      this._writeMasks(plan, masks);
+      const stats = plan.returnStats ? alloc(24) : 0;
+      this._call(plan, ptr, masks, stats);
+      const heap = m.HEAPF32;
+      const result = { output: { data: heap.slice(ptr.out >> 2, (ptr.out >> 2) + plan.outCount), shape: plan.outShape } };
+      if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >> 2, (ptr.weights >> 2) + plan.weightsCount), shape: plan.weightsShape };
+      if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >> 2, (ptr.lse >> 2) + plan.lseCount), shape: plan.lseShape };
+      if (plan.returnStats) result.stats = readStats(m, stats);
+      return result;
+    } finally {
+      blocks.forEach((b) => m._free(b));
+    }
+  }
+
+  /**
+   * A reusable set of buffers in wasm memory for repeated calls with the same shapes: write inputs
+   * into `ws.q`, `ws.k`, `ws.v` (zero-copy views), call `ws.run(options)`, read `ws.output`.
+   * Call `dispose()` when done: the memory belongs to the workspace until then.
+   */
+  createWorkspace(shapes) {
+    return new Workspace(this, shapes);
+  }
+
+  // Checks everything JavaScript can see and returns the call's plan (shapes, sizes, options).
+  _plan(q, k, v, options) {
+    if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object, given ${describe(options)}`);
+    const layout = checkLayout(options.layout);
+    const dims = [[q, 'q'], [k, 'k'], [v, 'v']].map(([t, name]) => {
+      const d = check4(shapeOf(t, name), name, layout);
+      checkData(t, name, d, Float32Array);
+      return d;
+    });
+    return this._planShapes(dims[0], dims[1], dims[2], options);
+  }
+
+  // The plan from 4-D shapes (in the options' layout) and options.
+  _planShapes(qDims, kDims, vDims, options) {
+    for (const key of Object.keys(options))
+      if (!KNOWN_OPTIONS.has(key)) throw new MaskAttnTypeError('options', `unknown option '${key}' (known: ${[...KNOWN_OPTIONS].join(', ')})`);
+    const layout = checkLayout(options.layout);
+    const [B, Hq, Lq, D] = logical(qDims, layout);
+    const [, Hkv, Lk] = logical(kDims, layout);
+    const Dv = logical(vDims, layout)[3];
+    const plan = { layout, B, Hq, Hkv, Lq, Lk, D, Dv, qSize: product(qDims), kSize: product(kDims), vSize: product(vDims) };
+    plan.outCount = B * Hq * Lq * Dv;
+    plan.outShape = layout === 'blhd' ? [B, Lq, Hq, Dv] : [B, Hq, Lq, Dv];
+    plan.returnWeights = bool(options.returnWeights, 'returnWeights');
+    plan.returnLse = bool(options.returnLse, 'returnLse');
+    plan.returnStats = bool(options.returnStats, 'returnStats');
+    plan.weightsCount = B * Hq * Lq * Lk;
+    if (plan.returnWeights && plan.weightsCount * 4 >= MAX_BYTES)
+      throw new MaskAttnRangeError('returnWeights', `weights [${B}, ${Hq}, ${Lq}, ${Lk}] need ${plan.weightsCount * 4} bytes, more than WebAssembly memory can hold`);
+    plan.weightsShape = [B, Hq, Lq, Lk];
+    plan.lseCount = B * Hq * Lq;
+    plan.lseShape = [B, Hq, Lq];
+
+    if (options.scale !== undefined) {
+      if (typeof options.scale !== 'number') throw new MaskAttnTypeError('scale', `must be a number, given ${describe(options.scale)}`);
+      if (!Number.isFinite(options.scale)) throw new MaskAttnRangeError('scale', `must be finite, given ${options.scale}`);
+    }
+    plan.scale = options.scale;
+    plan.causal = bool(options.causal, 'causal');
+    const align = options.align ?? 'bottom-right';
+    if (!(align in ALIGN)) throw new MaskAttnTypeError('align', `must be 'bottom-right' or 'top-left', given ${describe(align)}`);
+    plan.align = ALIGN[align];
+    plan.keyLengths = toInt32(options.keyLengths, 'keyLengths', B);
+    plan.queryLengths = toInt32(options.queryLengths, 'queryLengths', B);
+    if (options.allowed != null) plan.allowedShape = maskShape(options.allowed, 'allowed', Uint8Array);
+    if (options.bias != null) plan.biasShape = maskShape(options.bias, 'bias', Float32Array);
+    plan.allowed = options.allowed?.data ?? null;
+    plan.bias = options.bias?.data ?? null;
+    [plan.windowLeft, plan.windowRight] = checkWindow(options.window);
+    const prefix = options.prefix ?? 0;
+    if (!Number.isInteger(prefix) || prefix < 0) throw new MaskAttnRangeError('prefix', `must be an integer >= 0, given ${describe(prefix)}`);
+    plan.prefix = prefix;
+    if (options.segments != null) {
+      const s = options.segments;
+      if (typeof s !== 'object' || s.query == null || s.key == null)
+        throw new MaskAttnTypeError('segments', `must be { query, key } segment ids ([B*Lq] and [B*Lk]), given ${describe(s)}`);
+      plan.querySegments = toInt32(flat(s.query), 'segments.query', B * Lq);
+      plan.keySegments = toInt32(flat(s.key), 'segments.key', B * Lk);
+    }
+    plan.alibiSlopes = toFloat32(options.alibiSlopes, 'alibiSlopes', Hq);
+    const softcap = options.softcap ?? 0;
+    if (typeof softcap !== 'number') throw new MaskAttnTypeError('softcap', `must be a number, given ${describe(softcap)}`);
+    if (!Number.isFinite(softcap) || softcap < 0) throw new MaskAttnRangeError('softcap', `must be finite and >= 0 (0 = off), given ${softcap}`);
+    plan.softcap = softcap;
+    const policy = options.fullyMasked ?? 'zero';
+    if (!(policy in POLICY)) throw new MaskAttnTypeError('fullyMasked', `must be 'zero', 'nan' or 'uniform', given ${describe(policy)}`);
+    plan.fullyMasked = POLICY[policy];
+    return plan;
+  }
+
+  _placeMasks(plan, alloc) {
+    return {
+      keyLengths: plan.keyLengths ? alloc(plan.keyLengths.byteLength) : 0,
+      queryLengths: plan.queryLengths ? alloc(plan.queryLengths.byteLength) : 0,
+      allowed: plan.allowed ? alloc(Math.max(plan.allowed.byteLength, 1)) : 0,
+      bias: plan.bias ? alloc(Math.max(plan.bias.byteLength, 4)) : 0,
+      querySegments: plan.querySegments ? alloc(plan.querySegments.byteLength) : 0,
+      keySegments: plan.keySegments ? alloc(plan.keySegments.byteLength) : 0,
+      alibiSlopes: plan.alibiSlopes ? alloc(plan.alibiSlopes.byteLength) : 0,
+    };
+  }
+
+  _writeMasks(plan, ptr) {
+    const m = this._m;
+    if (ptr.keyLengths) m.HEAP32.set(plan.keyLengths, ptr.keyLengths >> 2);
+    if (ptr.queryLengths) m.HEAP32.set(plan.queryLengths, ptr.queryLengths >> 2);
+    if (ptr.allowed) m.HEAPU8.set(plan.allowed, ptr.allowed);
+    if (ptr.bias) m.HEAPF32.set(plan.bias, ptr.bias >> 2);
+    if (ptr.querySegments) m.HEAP32.set(plan.querySegments, ptr.querySegments >> 2);
+    if (ptr.keySegments) m.HEAP32.set(plan.keySegments, ptr.keySegments >> 2);
+    if (ptr.alibiSlopes) m.HEAPF32.set(plan.alibiSlopes, ptr.alibiSlopes >> 2);
+  }
+
+  _call(plan, ptr, masks, stats) {
+    const a = plan.allowedShape ?? [1, 1, 1, 1];
+    const b = plan.biasShape ?? [1, 1, 1, 1];
+    const status = this._m.attention({
+      q: ptr.q, k: ptr.k, v: ptr.v, out: ptr.out,
+      B: plan.B, Hq: plan.Hq, Hkv: plan.Hkv, Lq: plan.Lq, Lk: plan.Lk, D: plan.D, Dv: plan.Dv,
+      layout: plan.layout === 'blhd' ? 1 : 0,
+      qSize: plan.qSize, kSize: plan.kSize, vSize: plan.vSize, outSize: plan.outCount,
+      hasScale: plan.scale !== undefined, scale: plan.scale ?? 0,
+      causal: plan.causal, align: plan.align,
+      keyLengths: masks.keyLengths, queryLengths: masks.queryLengths,
+      allowed: masks.allowed, allowedB: a[0], allowedH: a[1], allowedLq: a[2], allowedLk: a[3],
+      bias: masks.bias, biasB: b[0], biasH: b[1], biasLq: b[2], biasLk: b[3],
+      windowLeft: plan.windowLeft, windowRight: plan.windowRight, prefix: plan.prefix,
+      querySegments: masks.querySegments, keySegments: masks.keySegments, alibiSlopes: masks.alibiSlopes,
+      softcap: plan.softcap, fullyMasked: plan.fullyMasked,
+      weights: ptr.weights, lse: ptr.lse, stats,
+    });
+    if (status !== 0) {
+      const argument = jsName(this._m.lastErrorArgument());
+      const message = this._m.lastErrorMessage().replace(/^[^:]*: /, '');
+      if (status === 2) throw new MaskAttnTypeError(argument, message);
+      throw new MaskAttnRangeError(argument, message);
+    }
+  }
+}
+
+function checkLayout(layout = 'bhld') {
+  if (layout !== 'bhld' && layout !== 'blhd') throw new MaskAttnTypeError('layout', `must be 'bhld' or 'blhd', given ${describe(layout)}`);
+  return layout;
+}
+
+function bool(x, name) {
+  if (x === undefined) return false;
+  if (typeof x !== 'boolean') throw new MaskAttnTypeError(name, `must be true or false, given ${describe(x)}`);
+  return x;
+}
+
+function flat(x) {
+  return Array.isArray(x) && Array.isArray(x[0]) ? x.flat() : x;
+}
+
+function readStats(m, ptr) {
+  const s = m.HEAPF64.subarray(ptr >> 3, (ptr >> 3) + 3);
+  return { tilesSkipped: s[0], tilesFull: s[1], tilesMixed: s[2] };
+}
+
+// The C++ library's argument names, in the JS API's spelling.
+const JS_NAMES = {
+  key_lengths: 'keyLengths', query_lengths: 'queryLengths', query_segments: 'segments.query',
+  key_segments: 'segments.key', alibi_slopes: 'alibiSlopes', fully_masked: 'fullyMasked',
+  out: 'output', weights: 'returnWeights',
+};
+function jsName(arg) {
+  const m = /^([a-z_]+)(.*)$/.exec(arg);
+  return m && JS_NAMES[m[1]] ? JS_NAMES[m[1]] + m[2] : arg;
+}
+
+// ------------------------------------------------------------------------------------------ Workspace
+
+/**
+ * Buffers in wasm memory reused across calls with the same shapes. `q`, `k`, `v`, `output`,
+ * `weights`, `lse` are Float32Array views straight into wasm memory (zero-copy). They are
+ * re-created whenever memory grows (growth detaches old views), so always read them from the
+ * workspace rather than keeping them across calls.
+ */
+export class Workspace {
+  constructor(ma, shapes) {
+    if (shapes === null || typeof shapes !== 'object') throw new MaskAttnTypeError('shapes', `must be { q, k, v, layout?, returnWeights?, returnLse? }, given ${describe(shapes)}`);
+    this._ma = ma;
+    this._m = ma._m;
+    this._layout = checkLayout(shapes.layout);
+    const dims = ['q', 'k', 'v'].map((name) => check4(shapeOf({ shape: shapes[name] }, name), name, this._layout));
+    this._dims = dims;
+    this.returnWeights = bool(shapes.returnWeights, 'returnWeights');
+    this.returnLse = bool(shapes.returnLse, 'returnLse');
+    const plan = ma._planShapes(dims[0], dims[1], dims[2], { layout: this._layout, returnWeights: this.returnWeights });
+    this._count = { q: plan.qSize, k: plan.kSize, v: plan.vSize, output: plan.outCount,
+      weights: this.returnWeights ? plan.weightsCount : 0, lse: this.returnLse ? plan.lseCount : 0 };
+    this.shapes = { q: dims[0], k: dims[1], v: dims[2], output: plan.outShape, weights: plan.weightsShape, lse: plan.lseShape };
+    this._ptr = {};
+    for (const [name, n] of Object.entries(this._count)) {
+      // Ownership: each block belongs to the workspace until dispose().
+      const p = n > 0 ? this._m._malloc(n * 4) : 0;
+      this._ptr[name] = p;
+      if (n > 0 && p === 0) {
+        this.dispose();
+        throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${n * 4} bytes for ${name}`);
+      }
+    }
+  }
+
+  _view(name) {
+    if (!this._ptr) throw new MaskAttnRangeError('workspace', 'used after dispose()');
+    const p = this._ptr[name];
+    return new Float32Array(this._m.HEAPF32.buffer, p, this._count[name]);
+  }
+  get q() { return this._view('q'); }
+  get k() { return this._view('k'); }
+  get v() { return this._view('v'); }
+  get output() { return this._view('output'); }
+  get weights() { return this.returnWeights ? this._view('weights') : null; }
+  get lse() { return this.returnLse ? this._view('lse') : null; }
+
+  /** Runs attention on the workspace's q, k, v; results land in `output` (and weights, lse). */
+  run(options = {}) {
+    if (!this._ptr) throw new MaskAttnRangeError('workspace', 'used after dispose()');
+    if (options?.layout !== undefined && options.layout !== this._layout)
+      throw new MaskAttnRangeError('layout', `the workspace was created with '${this._layout}', given '${options.layout}'`);
+    if (options?.returnWeights !== undefined || options?.returnLse !== undefined)
+      throw new MaskAttnTypeError('options', 'returnWeights/returnLse are set when the workspace is created');
+    if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object, given ${describe(options)}`);
+    const plan = this._ma._planShapes(this._dims[0], this._dims[1], this._dims[2], { ...options, layout: this._layout });
+    plan.returnWeights = this.returnWeights;
+    plan.returnLse = this.returnLse;
+    const m = this._m;
+    const blocks = [];
+    const alloc = (bytes) => {
+      const p = bytes > 0 ? m._malloc(bytes) : 0;
+      if (bytes > 0 && p === 0) throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${bytes} bytes`);
+      if (p) blocks.push(p);
+      return p;
+    };
+    try {
+      const masks = this._ma._placeMasks(plan, alloc);
+      this._ma._writeMasks(plan, masks);
+      const stats = plan.returnStats ? alloc(24) : 0;
+      const p = this._ptr;
+      this._ma._call(plan, { q: p.q, k: p.k, v: p.v, out: p.output, weights: p.weights ?? 0, lse: p.lse ?? 0 }, masks, stats);
+      return plan.returnStats ? { stats: readStats(m, stats) } : {};
+    } finally {
+      blocks.forEach((b) => m._free(b));
+    }
+  }
+
+  /** Frees the workspace's wasm memory; views taken earlier must not be used afterwards. */
+  dispose() {
+    if (!this._ptr) return;
+    for (const p of Object.values(this._ptr)) if (p) this._m._free(p);
+    this._ptr = null;
+  }
+}
+
+export { VERSION as version };
+export * from './masks.js';

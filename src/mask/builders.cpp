@@ -1,0 +1,2 @@
+// Mask-building helpers (filled in by the mask-helpers work).
+#include "maskattn/masks.hpp"
