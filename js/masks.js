@@ -1,2 +1,197 @@
-// Mask-building helpers (filled in by the mask-helpers work; see js/masks.d.ts).
-export {};
+// Mask-building helpers: the dense masks the usual tutorial functions (create_causal_mask,
+// create_padding_mask, ...) build, in maskattn's polarity (allowed: 1 = may attend), shaped so they
+// can be passed straight to `attention(q, k, v, { allowed })` (shapes broadcast right-aligned to
+// [B, Hq, Lq, Lk]).
+//
+// Each has a compact option that is faster and needs no Lq x Lk memory (causal, keyLengths,
+// window, segments); a mask built here gives exactly the same attention as that option. Use the
+// helpers when a dense mask is what the surrounding code passes around, to combine a rule with
+// something custom, or to convert PyTorch-style masks. Mirrors C++ maskattn/masks.hpp.
+//
+// Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`). They come from
+// ./index.js, which re-exports this module: the import is circular, so they are only used inside
+// functions (by then both modules are evaluated).
+import { MaskAttnTypeError, MaskAttnRangeError } from './index.js';
+
+/** The longest sequence a helper accepts (maskattn's limit: 2^23). */
+const MAX_LENGTH = 2 ** 23;
+const MAX_BYTES = 2 ** 32;  // wasm32 memory: a larger mask could never be passed to attention
+const ALIGNS = new Set(['bottom-right', 'top-left']);
+
+function describe(x) {
+  if (x === null) return 'null';
+  if (Array.isArray(x)) return `an array of length ${x.length}`;
+  if (ArrayBuffer.isView(x)) return `a ${x.constructor.name} of length ${x.length}`;
+  if (typeof x === 'object') return `an object (${Object.prototype.toString.call(x)})`;
+  return `${typeof x} ${String(x)}`;
+}
+
+function length(x, name, max = MAX_LENGTH) {
+  if (typeof x !== 'number') throw new MaskAttnTypeError(name, `must be a number, given ${describe(x)}`);
+  if (!Number.isInteger(x) || x < 0 || x > max) throw new MaskAttnRangeError(name, `must be an integer in [0, ${max}], given ${x}`);
+  return x;
+}
+
+function alignOf(options) {
+  if (options === undefined) return 'bottom-right';
+  if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object such as { align: 'top-left' }, given ${describe(options)}`);
+  for (const key of Object.keys(options))
+    if (key !== 'align') throw new MaskAttnTypeError('options', `unknown option '${key}' (known: align)`);
+  const align = options.align ?? 'bottom-right';
+  if (!ALIGNS.has(align)) throw new MaskAttnTypeError('align', `must be 'bottom-right' or 'top-left', given ${describe(align)}`);
+  return align;
+}
+
+function integers(x, name) {
+  if (x instanceof Int32Array) return x;
+  if (!Array.isArray(x)) throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
+  x.forEach((e, i) => {
+    if (typeof e !== 'number') throw new MaskAttnTypeError(`${name}[${i}]`, `must be an integer, given ${describe(e)}`);
+    if (!Number.isInteger(e)) throw new MaskAttnRangeError(`${name}[${i}]`, `must be an integer, given ${e}`);
+  });
+  return x;
+}
+
+// A typed array of n elements; a size wasm memory could not hold is a RangeError naming `name`.
+function allocate(Type, n, name) {
+  if (n * Type.BYTES_PER_ELEMENT >= MAX_BYTES)
+    throw new MaskAttnRangeError(name, `the mask needs ${n * Type.BYTES_PER_ELEMENT} bytes, more than WebAssembly memory can hold`);
+  try {
+    return new Type(n);
+  } catch (error) {
+    throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${n * Type.BYTES_PER_ELEMENT} bytes (${error.message})`);
+  }
+}
+
+// A tensor { data, shape | dims } whose data is one of `types`; returns its dims.
+function tensor(t, name, types) {
+  if (t === null || typeof t !== 'object') throw new MaskAttnTypeError(name, `must be a tensor { data, shape }, given ${describe(t)}`);
+  const shape = t.shape ?? t.dims;
+  if (!Array.isArray(shape) && !ArrayBuffer.isView(shape)) throw new MaskAttnTypeError(`${name}.shape`, `must be an array of dimensions, given ${describe(shape)}`);
+  const dims = Array.from(shape, Number);
+  dims.forEach((d, i) => {
+    if (!Number.isInteger(d) || d < 0) throw new MaskAttnRangeError(`${name}.shape`, `dimension ${i} must be a non-negative integer, given ${shape[i]}`);
+  });
+  if (!types.some((T) => t.data instanceof T))
+    throw new MaskAttnTypeError(`${name}.data`, `must be a ${types.map((T) => T.name).join(' or ')}, given ${describe(t.data)}`);
+  const n = dims.reduce((a, b) => a * b, 1);
+  if (t.data.length !== n) throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${t.data.length}`);
+  return dims;
+}
+
+// The diagonal of query row i with no lengths (docs/semantics.md d(i)).
+const diagonal = (i, Lq, Lk, align) => (align === 'top-left' ? i : i + (Lk - Lq));
+
+/**
+ * Causal mask [Lq, Lk]: 1 where key j <= d(i), d(i) = i + (Lk - Lq) (bottom-right, the default) or
+ * i (top-left, PyTorch is_causal). Same attention as `{ causal: true, align }` (without lengths).
+ */
+export function createCausalMask(Lq, Lk, options) {
+  length(Lq, 'Lq');
+  length(Lk, 'Lk');
+  const align = alignOf(options);
+  const data = allocate(Uint8Array, Lq * Lk, 'Lq');
+  for (let i = 0; i < Lq; ++i) {
+    const end = Math.min(diagonal(i, Lq, Lk, align) + 1, Lk);
+    if (end > 0) data.fill(1, i * Lk, i * Lk + end);
+  }
+  return { data, shape: [Lq, Lk] };
+}
+
+/**
+ * Key padding mask [B, 1, 1, L] (broadcasts over heads and queries): 1 where key j < lengths[b]
+ * (1 = valid key). Same attention as `{ keyLengths: lengths }`.
+ */
+export function createPaddingMask(lengths, L) {
+  const lens = integers(lengths, 'lengths');
+  length(L, 'L');
+  lens.forEach((n, b) => {
+    if (n < 0 || n > L) throw new MaskAttnRangeError(`lengths[${b}]`, `must be in [0, L = ${L}], given ${n}`);
+  });
+  const B = lens.length;
+  const data = allocate(Uint8Array, B * L, 'lengths');
+  for (let b = 0; b < B; ++b) data.fill(1, b * L, b * L + lens[b]);
+  return { data, shape: [B, 1, 1, L] };
+}
+
+/**
+ * Sliding-window mask [Lq, Lk]: 1 where d(i) - left <= j <= d(i) + right (-1 = unbounded side), d(i)
+ * as in createCausalMask. Not causal by itself (right = 0 makes it so). Same attention as
+ * `{ window: [left, right], align }`.
+ */
+export function createWindowMask(Lq, Lk, window, options) {
+  length(Lq, 'Lq');
+  length(Lk, 'Lk');
+  if ((!Array.isArray(window) && !ArrayBuffer.isView(window)) || window.length !== 2)
+    throw new MaskAttnTypeError('window', `must be [left, right] (-1 = unbounded), given ${describe(window)}`);
+  const [left, right] = Array.from(window);
+  for (const [side, x] of [['left', left], ['right', right]]) {
+    if (typeof x !== 'number') throw new MaskAttnTypeError('window', `${side} must be a number, given ${describe(x)}`);
+    if (!Number.isInteger(x) || x < -1) throw new MaskAttnRangeError('window', `${side} must be an integer >= -1 (-1 = unbounded), given ${x}`);
+  }
+  const align = alignOf(options);
+  const data = allocate(Uint8Array, Lq * Lk, 'Lq');
+  for (let i = 0; i < Lq; ++i) {
+    const d = diagonal(i, Lq, Lk, align);
+    const lo = left < 0 ? 0 : Math.max(d - left, 0);
+    const hi = right < 0 ? Lk : Math.min(d + right + 1, Lk);  // exclusive
+    if (hi > lo) data.fill(1, i * Lk + lo, i * Lk + hi);
+  }
+  return { data, shape: [Lq, Lk] };
+}
+
+/**
+ * Segment ids [L] for documents packed one after another into a sequence of length L: document n
+ * (lengths[n] tokens) gets id n, the unused tail -1. Pass the same ids as `segments: { query, key }`
+ * (self-attention) so each document attends only itself. The tail's ids are all -1, so tail
+ * positions attend each other: add `keyLengths`/`queryLengths` = sum(lengths) to mask the tail.
+ */
+export function segmentsFromLengths(lengths, L) {
+  const lens = integers(lengths, 'lengths');
+  length(L, 'L');
+  let total = 0;
+  lens.forEach((n, i) => {
+    if (n < 0) throw new MaskAttnRangeError(`lengths[${i}]`, `must be >= 0, given ${n}`);
+    total += n;
+    if (total > L) throw new MaskAttnRangeError('lengths', `the documents must fit in L = ${L}: lengths[0..${i}] sum to ${total}`);
+  });
+  const ids = allocate(Int32Array, L, 'L').fill(-1);
+  let at = 0;
+  lens.forEach((n, doc) => {
+    ids.fill(doc, at, at + n);
+    at += n;
+  });
+  return ids;
+}
+
+/**
+ * Converts a PyTorch-polarity key padding mask (nonzero/true = IGNORE the key, as
+ * nn.MultiheadAttention's key_padding_mask) into maskattn's `allowed` polarity (1 = may attend).
+ * A [B, Lk] mask comes back as [B, 1, 1, Lk] so it broadcasts over heads and queries (a [B, Lk]
+ * shape would be read as [Lq, Lk]); other shapes are kept. Data: Uint8Array or an array of
+ * booleans / numbers.
+ */
+export function fromKeyPaddingMask(keyPaddingMask) {
+  const dims = tensor(keyPaddingMask, 'keyPaddingMask', [Uint8Array, Array]);
+  const src = keyPaddingMask.data;
+  const data = allocate(Uint8Array, src.length, 'keyPaddingMask');
+  for (let i = 0; i < src.length; ++i) {
+    const x = src[i];
+    if (typeof x !== 'number' && typeof x !== 'boolean')
+      throw new MaskAttnTypeError(`keyPaddingMask.data[${i}]`, `must be a boolean or a number, given ${describe(x)}`);
+    data[i] = x ? 0 : 1;
+  }
+  const shape = dims.length === 2 ? [dims[0], 1, 1, dims[1]] : dims;
+  return { data, shape };
+}
+
+/**
+ * The additive form of an `allowed` mask (same shape): 0 where allowed (nonzero), -Infinity where
+ * not. Passed as `bias` it gives the same attention as the mask passed as `allowed`.
+ */
+export function toAdditiveMask(allowed) {
+  const dims = tensor(allowed, 'allowed', [Uint8Array]);
+  const data = allocate(Float32Array, allowed.data.length, 'allowed');
+  for (let i = 0; i < data.length; ++i) data[i] = allowed.data[i] ? 0 : -Infinity;
+  return { data, shape: dims };
+}

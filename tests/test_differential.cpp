@@ -23,7 +23,7 @@ using namespace maskattn_test;
 constexpr float kSentinel = -777.25f;  // fills output buffers: anything the kernel must not touch
 constexpr int64_t kCanary = 5;         // extra elements after the weights / lse buffers
 
-// The lengths around every SIMD width (1, 4, 8, 16 lanes) and tile size (16, 32, 64, 128).
+// The contract's lengths: around every SIMD width (1, 4, 8, 16 lanes), query block and key tile.
 const int64_t kLengths[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129};
 // Odd head sizes (FlashAttention's 59, 111) and the common 128.
 const int64_t kHeadDims[] = {1, 3, 17, 59, 111, 128};
@@ -433,7 +433,7 @@ void check_outputs(const Case& c, const Inputs& clean, const KernelRun& r, const
     EXPECT_EQ(bad, 0) << "rows of weights not summing to 1, first: " << first;
   }
   if (c.want_lse) {
-    // lse is O(log Lk + max logit), not O(1): relative-size floor, no absolute cap.
+    // lse is O(log Lk + max logit), not O(1): a larger floor and no absolute cap.
     Tolerance lse_tol;
     lse_tol.cap = 0;
     lse_tol.floor = std::max(4e-6, c.floor);
@@ -1152,7 +1152,7 @@ TEST_P(Differential, MaskCombinations) {
        }},
   };
   // Random combinations: each rule on with probability 1/2, random shapes from the length list.
-  for (int n = 0; n < 16; ++n) {
+  for (int n = 0; n < 32; ++n) {
     rows.push_back({"random_" + std::to_string(n), [](Case& c, Rng& rng) {
                       const int64_t hkv = rng.uniform_int(1, 2), hq = hkv * rng.uniform_int(1, 3);
                       const int64_t b = rng.uniform_int(1, 3);
@@ -1335,10 +1335,7 @@ TEST_P(Differential, GarbageInMaskedDataDoesNotLeak) {
            c.allowed.at(1, 0, 0, j) = j < 40;
          }
        },
-       [](const Case& c, int64_t b, int64_t, int64_t j) {
-         return b == 0 ? j % 3 == 0 : j >= 40;
-         (void)c;
-       },
+       [](const Case&, int64_t b, int64_t, int64_t j) { return b == 0 ? j % 3 == 0 : j >= 40; },
        none},
       // Keys whose bias is -inf for every query (an -inf bias masks the pair).
       {"bias_minus_inf_keys",

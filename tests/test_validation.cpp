@@ -633,11 +633,12 @@ std::string case_name(const testing::TestParamInfo<BadCase>& info) { return info
 
 class ValidationRejects : public testing::TestWithParam<BadCase> {};
 
-bool possible_here(const BadCase& c) { return c.only_32bit && sizeof(size_t) >= 8; }
+// A row that is only impossible in a 32-bit address space describes a legitimate view here.
+bool legitimate_here(const BadCase& c) { return c.only_32bit && sizeof(size_t) >= 8; }
 
 TEST_P(ValidationRejects, Attention) {
   const BadCase& c = GetParam();
-  if (possible_here(c)) GTEST_SKIP() << "a 64-bit address space can hold it";
+  if (legitimate_here(c)) GTEST_SKIP() << "a 64-bit address space can hold it";
   auto p = make(c.base);
   c.mutate(*p);
   expect_argument_error([&] { p->call(); }, c.arg, c.says, c.why);
@@ -650,7 +651,7 @@ class ValidationRejectsReference : public testing::TestWithParam<BadCase> {};
 
 TEST_P(ValidationRejectsReference, ReferenceAttention) {
   const BadCase& c = GetParam();
-  if (possible_here(c)) GTEST_SKIP() << "a 64-bit address space can hold it";
+  if (legitimate_here(c)) GTEST_SKIP() << "a 64-bit address space can hold it";
   auto p = make(c.base);
   c.mutate(*p);
   expect_argument_error([&] { (void)p->reference(); }, c.ref_arg.empty() ? c.arg : c.ref_arg,

@@ -26,7 +26,9 @@ std::string cat(const Parts&... parts) {
   throw ArgumentError(argument, message, /*type_error=*/true);
 }
 
-constexpr int64_t kMaxBytes = std::numeric_limits<int64_t>::max() / 2;
+// Largest buffer we accept: half the address space (2 GiB in wasm32, where size_t is 32-bit).
+constexpr int64_t kMaxBytes = int64_t(std::min<uint64_t>(std::numeric_limits<int64_t>::max(),
+                                                         std::numeric_limits<size_t>::max()) / 2);
 
 // a * b, or fail naming `argument` when the product's byte count would overflow.
 int64_t checked_mul(int64_t a, int64_t b, const std::string& argument) {
@@ -67,7 +69,9 @@ void check_tensor(const TensorView<T>& t, const std::string& name) {
     fail(name, cat("innermost (D) stride must be 1, given ", t.strides[3]));
   // Element count without strides first, so absurd shapes fail as overflow, not as a stride issue.
   int64_t count = 1;
-  for (int d = 0; d < 4; ++d) count = checked_mul(count, t.shape[d], name);
+  const bool empty = t.shape[0] == 0 || t.shape[1] == 0 || t.shape[2] == 0 || t.shape[3] == 0;
+  if (empty) count = 0;  // an empty tensor never overflows, whatever its other dimensions
+  else for (int d = 0; d < 4; ++d) count = checked_mul(count, t.shape[d], name);
   const int64_t span = span_of(t.shape, t.strides, name);
   if (count > 0 && t.data == nullptr) fail(name, cat("data is null but the shape has ", count, " elements"));
   if (t.size >= 0 && span > t.size)

@@ -30,6 +30,12 @@
 #include "kernel/workspace.hpp"
 #include "mask/row_keys.hpp"
 
+
+
+
+
+
+
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
@@ -60,6 +66,9 @@ class FusedAttention {
   static constexpr int PANEL = NV * W;  // keys per packed K panel
   static constexpr int KT = 64;         // keys per tile
   static constexpr int ROW_NV = 4;      // value vectors per chunk in row-wise P·V
+  // Register blocks per query super-block: each packed K/V tile is used by NB * MR rows while it
+  // is in L1/L2, instead of streaming all of K and V from L3 for every MR rows.
+  static constexpr int NB = 4;
   static_assert(KT % PANEL == 0, "a key tile holds whole panels");
 
   explicit FusedAttention(const Problem& p) : p_(p) {
@@ -69,15 +78,15 @@ class FusedAttention {
     elementwise_ = p.allowed || p.bias || p.query_segments;
   }
 
-  // Runs query blocks [block_begin, block_end) of every query head of kv head `hkv`, batch `b`.
+  // Runs query super-blocks [block_begin, block_end) of every query head of kv head `hkv`, batch `b`.
   void run(Workspace& ws, int64_t b, int64_t hkv, int64_t block_begin, int64_t block_end) {
     prepare(ws, b, hkv);
     for (int64_t h = hkv * p_.group; h < (hkv + 1) * p_.group; ++h)
-      for (int64_t blk = block_begin; blk < block_end; ++blk) query_block(ws, b, h, blk * MR);
+      for (int64_t blk = block_begin; blk < block_end; ++blk) query_superblock(ws, b, h, blk * NB * MR);
   }
 
-  static int64_t query_blocks(int64_t Lq) { return (Lq + MR - 1) / MR; }
-  void reserve(Workspace& ws) const { ws.reserve(tiles_, KT, p_.D, dv_pad_, MR, p_.Dv); }
+  static int64_t query_blocks(int64_t Lq) { return (Lq + NB * MR - 1) / (NB * MR); }
+  void reserve(Workspace& ws) const { ws.reserve(tiles_, KT, p_.D, dv_pad_, NB * MR, p_.Dv); }
 
  private:
   const Problem& p_;
@@ -133,55 +142,67 @@ class FusedAttention {
     float* vp = ws.vpack.data() + t * KT * dv_pad_;  // [KT][dv_pad]
     for (int64_t jj = 0; jj < KT; ++jj) {
       float* dst = vp + jj * dv_pad_;
-      if (jj < n) std::memcpy(dst, v + (j0 + jj) * p_.vs.l, sizeof(float) * p_.Dv);
+      if (jj < n && p_.Dv > 0) std::memcpy(dst, v + (j0 + jj) * p_.vs.l, sizeof(float) * p_.Dv);
       std::fill(dst + (jj < n ? p_.Dv : 0), dst + dv_pad_, 0.0f);
     }
   }
 
   // ---------------------------------------------------------------- one block of MR query rows
 
-  void query_block(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
-    Rows rows;
-    rows.i0 = i0;
+  // NB register blocks of MR rows walk the key tiles together; each block keeps its own softmax
+  // state and output rows, and each (block, tile) pair is classified on its own.
+  void query_superblock(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
+    Rows rows[NB];
+    int n_blocks = 0;
     int64_t first = p_.Lk, last = 0;
-    for (int r = 0; r < MR; ++r) {
-      const int64_t i = i0 + r;
-      rows.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
-      rows.active[r] = !rows.keys[r].empty();
-      rows.has_key[r] = false;
-      rows.m[r] = kNegInf;
-      rows.l[r] = 0.0f;
-      if (rows.active[r]) {
-        ++rows.n_active;
-        first = std::min(first, rows.keys[r].first());
-        last = std::max(last, rows.keys[r].last_exclusive());
+    for (int s = 0; s < NB && i0 + s * MR < p_.Lq; ++s, ++n_blocks) {
+      Rows& blk = rows[s];
+      blk.i0 = i0 + s * MR;
+      for (int r = 0; r < MR; ++r) {
+        const int64_t i = blk.i0 + r;
+        blk.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
+        blk.active[r] = !blk.keys[r].empty();
+        blk.has_key[r] = false;
+        blk.m[r] = kNegInf;
+        blk.l[r] = 0.0f;
+        if (blk.active[r]) {
+          ++blk.n_active;
+          first = std::min(first, blk.keys[r].first());
+          last = std::max(last, blk.keys[r].last_exclusive());
+        }
       }
     }
-    const int n_rows = int(std::min<int64_t>(MR, p_.Lq - i0));
+    const int n_rows = int(std::min<int64_t>(NB * MR, p_.Lq - i0));
     float* w_rows = p_.weights ? p_.weights + ((b * p_.Hq + h) * p_.Lq + i0) * p_.Lk : nullptr;
     if (w_rows) std::fill(w_rows, w_rows + n_rows * p_.Lk, kNegInf);
 
     int64_t visited = 0;
-    if (rows.n_active > 0) {
+    if (first < last) {
       load_query_rows(ws, b, h, i0);
-      std::fill(ws.oacc.begin(), ws.oacc.begin() + MR * dv_pad_, 0.0f);
+      std::fill(ws.oacc.begin(), ws.oacc.begin() + NB * MR * dv_pad_, 0.0f);
       const int64_t t_begin = first / KT, t_end = (last + KT - 1) / KT;
       for (int64_t t = t_begin; t < t_end; ++t) {
-        const TileClass cls = classify(ws, b, h, rows, t);
-        if (cls == TileClass::skip) continue;
-        ++visited;
-        if (!ws.packed[t]) pack_tile(ws, t);
-        key_tile(ws, b, h, rows, t, cls, w_rows);
+        for (int s = 0; s < n_blocks; ++s) {
+          if (rows[s].n_active == 0) continue;
+          const TileClass cls = classify(ws, b, h, rows[s], t);
+          if (cls == TileClass::skip) continue;
+          ++visited;
+          if (!ws.packed[t]) pack_tile(ws, t);
+          key_tile(ws, b, h, rows[s], s, t, cls, w_rows ? w_rows + s * MR * p_.Lk : nullptr);
+        }
       }
     }
-    ws.stats.tiles_skipped += tiles_ - visited;
-    finish_rows(ws, b, h, rows, n_rows, w_rows);
+    ws.stats.tiles_skipped += tiles_ * n_blocks - visited;
+    for (int s = 0; s < n_blocks; ++s)
+      finish_rows(ws, b, h, rows[s], s, int(std::min<int64_t>(MR, p_.Lq - rows[s].i0)),
+                  w_rows ? w_rows + s * MR * p_.Lk : nullptr);
   }
 
   void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
     const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
-    for (int r = 0; r < MR; ++r) {
+    for (int r = 0; r < NB * MR; ++r) {
       float* dst = ws.qblock.data() + r * p_.D;
+      if (p_.D == 0) continue;  // (memcpy on a null pointer is undefined even for 0 bytes)
       if (i0 + r < p_.Lq) std::memcpy(dst, q + (i0 + r) * p_.qs.l, sizeof(float) * p_.D);
       else std::fill(dst, dst + p_.D, 0.0f);
     }
@@ -263,13 +284,15 @@ class FusedAttention {
 
   // ---------------------------------------------------------------- one key tile
 
-  void key_tile(Workspace& ws, int64_t b, int64_t h, Rows& rows, int64_t t, TileClass cls,
+  void key_tile(Workspace& ws, int64_t b, int64_t h, Rows& rows, int blk, int64_t t, TileClass cls,
                 float* w_rows) {
+    float* oacc = ws.oacc.data() + blk * MR * dv_pad_;
     (cls == TileClass::full ? ws.stats.tiles_full : ws.stats.tiles_mixed) += 1;
     const int64_t j0 = t * KT;
     float* s = ws.scores.data();  // [MR][KT]
     const float* kp = ws.kpack.data() + t * KT * p_.D;
-    for (int c = 0; c < KT / PANEL; ++c) qk_panel(ws.qblock.data(), kp + c * p_.D * PANEL, s + c * PANEL);
+    const float* qb = ws.qblock.data() + blk * MR * p_.D;
+    for (int c = 0; c < KT / PANEL; ++c) qk_panel(qb, kp + c * p_.D * PANEL, s + c * PANEL);
 
     const bool masked = cls == TileClass::mixed;
     const bool elementwise = masked && elementwise_;
@@ -289,13 +312,13 @@ class FusedAttention {
         const int64_t n = std::min<int64_t>(KT, p_.Lk - j0);
         std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
       }
-      online_softmax_row(ws, rows, r, srow, rowmax);
+      online_softmax_row(oacc + r * dv_pad_, rows, r, srow, rowmax);
     }
     if (cls == TileClass::full) {
-      pv_block(ws.oacc.data(), s, ws.vpack.data() + t * KT * dv_pad_);
+      pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_);
     } else {
       for (int r = 0; r < MR; ++r)
-        if (rows.active[r]) pv_row_masked(ws, rows, r, t, elementwise);
+        if (rows.active[r]) pv_row_masked(ws, oacc + r * dv_pad_, rows, r, t, elementwise);
     }
   }
 
@@ -390,7 +413,7 @@ class FusedAttention {
   }
 
   // Online softmax update of row r with this tile's logits; leaves p = e^(x - m) in srow.
-  void online_softmax_row(Workspace& ws, Rows& rows, int r, float* srow, float rowmax) const {
+  void online_softmax_row(float* o, Rows& rows, int r, float* srow, float rowmax) const {
     const float m_old = rows.m[r];
     const float m_new = rowmax < m_old ? m_old : rowmax;  // keeps a NaN rowmax
     if (m_new == kNegInf) {  // every key so far masked: weights stay 0, avoid -inf - -inf
@@ -409,7 +432,6 @@ class FusedAttention {
     rows.l[r] = rows.l[r] * alpha + S::hsum(sum);
     rows.m[r] = m_new;
     if (alpha != 1.0f) {
-      float* o = ws.oacc.data() + r * dv_pad_;
       const V a = S::splat(alpha);
       for (int64_t c = 0; c < dv_pad_; c += W) S::store(o + c, S::load(o + c) * a);
     }
@@ -437,7 +459,7 @@ class FusedAttention {
 
   // Row r of a mixed tile: only keys the row may attend are read, so masked V (padding, future
   // tokens, NaN) never meets a zero weight (0 * NaN would leak).
-  void pv_row_masked(Workspace& ws, const Rows& rows, int r, int64_t t, bool elementwise) const {
+  void pv_row_masked(Workspace& ws, float* o, const Rows& rows, int r, int64_t t, bool elementwise) const {
     const int64_t j0 = t * KT;
     const RowKeys& keys = rows.keys[r];
     // The row's allowed keys in this tile: [0, prefix_end) and [lo, hi), clipped, merged if they touch.
@@ -461,7 +483,6 @@ class FusedAttention {
     const float* prow = ws.scores.data() + r * KT;
     const float* valid = elementwise ? ws.valid.data() + r * KT : nullptr;
     const float* vtile = ws.vpack.data() + t * KT * dv_pad_;
-    float* o = ws.oacc.data() + r * dv_pad_;
     for_vector_chunks<ROW_NV>(dv_vectors_, [&](int v0, auto nc_tag) {
       constexpr int NC = decltype(nc_tag)::value;
       V acc[NC];
@@ -479,7 +500,7 @@ class FusedAttention {
 
   // ---------------------------------------------------------------- row results
 
-  void finish_rows(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int n_rows, float* w_rows) {
+  void finish_rows(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int blk, int n_rows, float* w_rows) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int r = 0; r < n_rows; ++r) {
       const int64_t i = rows.i0 + r;
@@ -507,7 +528,7 @@ class FusedAttention {
       }
       const float l = rows.l[r], m = rows.m[r];
       const float inv_l = 1.0f / l;
-      const float* o = ws.oacc.data() + r * dv_pad_;
+      const float* o = ws.oacc.data() + (blk * MR + r) * dv_pad_;
       for (int64_t c = 0; c < p_.Dv; ++c) out[c] = o[c] * inv_l;
       if (lse) *lse = m + std::log(l);
       if (w) {

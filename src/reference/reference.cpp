@@ -2,6 +2,7 @@
 // Deliberately shares nothing with the kernel except the validated Problem: the mask rules are
 // re-derived here per pair from their definitions, not from mask/row_keys.hpp's intervals.
 #include <cmath>
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -135,7 +136,7 @@ ReferenceResult reference_attention(const ConstTensor& q, const ConstTensor& k,
   // The reference always returns weights: [B, Hq, Lq, Lk] doubles must be addressable.
   int64_t n = 1;
   for (int64_t dim : {p.B, p.Hq, p.Lq, p.Lk})
-    if (__builtin_mul_overflow(n, dim, &n) || n > (int64_t(1) << 59))
+    if (__builtin_mul_overflow(n, dim, &n) || n > int64_t(std::min<uint64_t>(uint64_t(1) << 59, std::numeric_limits<size_t>::max() / 16)))
       throw ArgumentError("weights", "the reference's weights [B, Hq, Lq, Lk] = [" + std::to_string(p.B) + ", " +
                                          std::to_string(p.Hq) + ", " + std::to_string(p.Lq) + ", " +
                                          std::to_string(p.Lk) + "] do not fit in memory");

@@ -1,0 +1,231 @@
+// A plain JavaScript reference of masked attention, written from /work/shared/CONTRACT.md and
+// docs/semantics.md alone (not from the C++ code), so that the tests compare the library with an
+// independent reading of the contract.
+//
+//   referenceAttention(q, k, v, options)            float64 (the reference)
+//   referenceAttention(q, k, v, options, 'f32')     a naive fp32 implementation (every operation
+//                                                   rounded to float32): the yardstick of the
+//                                                   contract's "at most 2x the error of a naive
+//                                                   fp32 implementation" bound
+//
+// Tensors are { data, shape } or { data, dims } (onnxruntime-web style); `options` are the options
+// of the JS API (scale, layout, causal, align, keyLengths, queryLengths, allowed, bias, window,
+// prefix, segments, alibiSlopes, softcap, fullyMasked; the return* flags are ignored: everything
+// is returned). Every rule is evaluated pair by pair, the obvious way, with no intervals or tiles.
+//
+// Returns { output, weights, lse } as { data: Float64Array, shape } plus `fullyMasked`, a
+// Uint8Array [B, Hq, Lq] with 1 where no key may be attended. The output is in the call's layout
+// ([B, Hq, Lq, Dv] or [B, Lq, Hq, Dv]); weights are [B, Hq, Lq, Lk] and lse [B, Hq, Lq].
+
+function dimsOf(t) {
+  return Array.from(t.shape ?? t.dims, Number);
+}
+
+// Element accessor for a 4-D tensor in `layout`, addressed by logical (b, h, l, d).
+function accessor(t, layout) {
+  const dims = dimsOf(t);
+  const data = t.data;
+  if (layout === 'blhd') {
+    const [, L, H, D] = dims;
+    return { B: dims[0], H, L, D, at: (b, h, l, d) => data[((b * L + l) * H + h) * D + d] };
+  }
+  const [, H, L, D] = dims;
+  return { B: dims[0], H, L, D, at: (b, h, l, d) => data[((b * H + h) * L + l) * D + d] };
+}
+
+// A mask (allowed or bias) broadcast to [B, Hq, Lq, Lk]: its shape is right-aligned (NumPy
+// style) and every size-1 dimension repeats.
+function broadcastReader(m) {
+  if (m == null) return null;
+  const given = dimsOf(m);
+  const shape = [...Array(4 - given.length).fill(1), ...given];
+  const strides = [0, 0, 0, 0];
+  let s = 1;
+  for (let d = 3; d >= 0; --d) {
+    strides[d] = shape[d] === 1 ? 0 : s;
+    s *= shape[d];
+  }
+  const data = m.data;
+  return (b, h, i, j) => data[b * strides[0] + h * strides[1] + i * strides[2] + j * strides[3]];
+}
+
+function flatIds(x) {
+  if (x == null) return null;
+  if (Array.isArray(x) && Array.isArray(x[0])) return x.flat();
+  return Array.from(x);
+}
+
+/**
+ * The reference. `precision` 'f64' (default) computes in float64; 'f32' rounds every operation to
+ * float32 (a naive fp32 implementation: dot, scale, softcap, ALiBi, bias, max, exp, sum, divide,
+ * weighted sum, in that order).
+ */
+export function referenceAttention(q, k, v, options = {}, precision = 'f64') {
+  const F = precision === 'f32' ? Math.fround : (x) => x;
+  const layout = options.layout ?? 'bhld';
+  const Q = accessor(q, layout);
+  const K = accessor(k, layout);
+  const V = accessor(v, layout);
+  const B = Q.B, Hq = Q.H, Lq = Q.L, D = Q.D, Hkv = K.H, Lk = K.L, Dv = V.D;
+  if (Hkv > 0 && Hq % Hkv !== 0) throw new Error('reference: Hq must be a multiple of Hkv');
+  const group = Hkv > 0 ? Hq / Hkv : 1;
+
+  // Contract: scale defaults to 1/sqrt(D); semantics.md: 1 when D = 0.
+  const scale = F(options.scale ?? (D > 0 ? 1 / Math.sqrt(D) : 1));
+  const topLeft = (options.align ?? 'bottom-right') === 'top-left';
+  const causal = options.causal === true;
+  const [left, right] = options.window ?? [-1, -1];
+  const prefix = options.prefix ?? 0;
+  const keyLengths = options.keyLengths ? Array.from(options.keyLengths) : null;
+  const queryLengths = options.queryLengths ? Array.from(options.queryLengths) : null;
+  const segQ = flatIds(options.segments?.query);
+  const segK = flatIds(options.segments?.key);
+  const slopes = options.alibiSlopes ? Array.from(options.alibiSlopes, Math.fround) : null;
+  const softcap = options.softcap ?? 0;
+  const policy = options.fullyMasked ?? 'zero';
+  const allowedAt = broadcastReader(options.allowed);
+  const biasAt = broadcastReader(options.bias);
+
+  const outShape = layout === 'blhd' ? [B, Lq, Hq, Dv] : [B, Hq, Lq, Dv];
+  const out = new Float64Array(B * Hq * Lq * Dv);
+  const weights = new Float64Array(B * Hq * Lq * Lk);
+  const lse = new Float64Array(B * Hq * Lq);
+  const fullyMasked = new Uint8Array(B * Hq * Lq);
+  const outIndex = layout === 'blhd'
+    ? (b, h, i, e) => ((b * Lq + i) * Hq + h) * Dv + e
+    : (b, h, i, e) => ((b * Hq + h) * Lq + i) * Dv + e;
+
+  for (let b = 0; b < B; ++b) {
+    const kLen = keyLengths ? keyLengths[b] : Lk;
+    const qLen = queryLengths ? queryLengths[b] : Lq;
+    for (let h = 0; h < Hq; ++h) {
+      const kh = Math.floor(h / group);  // repeat-interleave: query head h reads kv head h / (Hq / Hkv)
+      for (let i = 0; i < Lq; ++i) {
+        const row = (b * Hq + h) * Lq + i;
+        // The diagonal: bottom-right uses the valid lengths, top-left is the row index.
+        const diag = topLeft ? i : i + (kLen - qLen);
+
+        // 1. Which keys may be attended (decided from the masks only, never from scores).
+        const attend = [];
+        for (let j = 0; j < Lk; ++j) {
+          if (j >= kLen) continue;                       // key padding
+          if (i >= qLen) continue;                       // query padding row: attends nothing
+          let positional = true;
+          if (causal && !(j <= diag)) positional = false;
+          if (left !== -1 && j < diag - left) positional = false;
+          if (right !== -1 && j > diag + right) positional = false;
+          if (j < prefix) positional = true;             // prefix-LM: bidirectional prefix
+          if (!positional) continue;
+          if (segQ && segQ[b * Lq + i] !== segK[b * Lk + j]) continue;
+          if (allowedAt && !allowedAt(b, h, i, j)) continue;
+          if (biasAt && biasAt(b, h, i, j) === -Infinity) continue;  // -inf bias masks the pair
+          attend.push(j);
+        }
+
+        if (attend.length === 0) {
+          // 2a. Fully masked row: the per-call policy.
+          fullyMasked[row] = 1;
+          lse[row] = -Infinity;
+          for (let j = 0; j < Lk; ++j)
+            weights[row * Lk + j] = policy === 'zero' ? 0 : policy === 'nan' ? NaN : 1 / Lk;
+          for (let e = 0; e < Dv; ++e) {
+            let o = 0;
+            if (policy === 'nan') o = NaN;
+            else if (policy === 'uniform' && Lk > 0) {
+              for (let j = 0; j < Lk; ++j) o = F(o + V.at(b, kh, j, e));
+              o = F(o / Lk);
+            }
+            out[outIndex(b, h, i, e)] = o;
+          }
+          continue;
+        }
+
+        // 2b. Logits of the attended keys: q.k * scale -> softcap -> + ALiBi -> + bias.
+        const logits = attend.map((j) => {
+          let dot = 0;
+          for (let d = 0; d < D; ++d) dot = F(dot + F(Q.at(b, h, i, d) * K.at(b, kh, j, d)));
+          let s = F(dot * scale);
+          if (softcap > 0) s = F(softcap * F(Math.tanh(F(s / softcap))));
+          if (slopes) s = F(s - F(slopes[h] * Math.abs(diag - j)));
+          if (biasAt) s = F(s + biasAt(b, h, i, j));
+          return s;
+        });
+
+        // 3. Softmax over the attended keys with max-subtraction. NaN propagates (a NaN logit
+        // makes the max NaN); a +inf logit gives inf - inf = NaN, as plain softmax does.
+        let max = -Infinity;
+        for (const s of logits) max = Number.isNaN(s) || Number.isNaN(max) ? NaN : Math.max(max, s);
+        const exps = logits.map((s) => F(Math.exp(F(s - max))));
+        let sum = 0;
+        for (const e of exps) sum = F(sum + e);
+        lse[row] = F(max + F(Math.log(sum)));
+        const w = exps.map((e) => F(e / sum));
+        attend.forEach((j, n) => { weights[row * Lk + j] = w[n]; });
+        for (let e = 0; e < Dv; ++e) {
+          let o = 0;
+          attend.forEach((j, n) => { o = F(o + F(w[n] * V.at(b, kh, j, e))); });
+          out[outIndex(b, h, i, e)] = o;
+        }
+      }
+    }
+  }
+  return {
+    output: { data: out, shape: outShape },
+    weights: { data: weights, shape: [B, Hq, Lq, Lk] },
+    lse: { data: lse, shape: [B, Hq, Lq] },
+    fullyMasked,
+  };
+}
+
+// ------------------------------------------------------------------------------------------
+// Test support shared by the test files: reproducible random inputs and a comparison.
+
+/** mulberry32: a small seeded generator, so every failure can be replayed from its seed. */
+export function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A Float32Array of n uniform values in [lo, hi). */
+export function uniform(random, n, lo = -1, hi = 1) {
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; ++i) a[i] = lo + (hi - lo) * random();
+  return a;
+}
+
+/**
+ * Compares `actual` with `expected` element by element. NaN must meet NaN and an infinity the same
+ * infinity; finite values must be within `atol`, or, when `naive` (the 'f32' reference) is given,
+ * within max(atol, 2 * |naive - expected|) (the contract's bound). Returns null when everything
+ * matches, else a description of the worst element.
+ */
+export function mismatch(actual, expected, { atol, naive = null } = {}) {
+  if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
+  let worst = null;
+  let worstExcess = 0;
+  for (let n = 0; n < expected.length; ++n) {
+    const a = actual[n];
+    const e = expected[n];
+    if (Number.isNaN(e) || Number.isNaN(a)) {
+      if (Number.isNaN(e) !== Number.isNaN(a)) return `element ${n}: ${a}, expected ${e}`;
+      continue;
+    }
+    if (!Number.isFinite(e) || !Number.isFinite(a)) {
+      if (a !== e) return `element ${n}: ${a}, expected ${e}`;
+      continue;
+    }
+    const tol = naive ? Math.max(atol, 2 * Math.abs(naive[n] - e)) : atol;
+    const err = Math.abs(a - e);
+    if (err > tol && err - tol > worstExcess) {
+      worstExcess = err - tol;
+      worst = `element ${n}: ${a}, expected ${e} (error ${err.toExponential(2)} > tolerance ${tol.toExponential(2)})`;
+    }
+  }
+  return worst;
+}

@@ -1,0 +1,119 @@
+// A typed consumer of the whole public API. Compiled (never run) by tests/js/types.test.mjs with
+// `tsc -p tests/js/types --noEmit`: it must compile cleanly, and each `@ts-expect-error` line must
+// really be an error (tsc reports an unused @ts-expect-error), so the types accept correct use and
+// reject misuse.
+import {
+  init, simdSupported, version, MaskAttn, Workspace, MaskAttnTypeError, MaskAttnRangeError,
+  createCausalMask, createPaddingMask, createWindowMask, segmentsFromLengths, fromKeyPaddingMask, toAdditiveMask,
+} from 'maskattn';
+import type {
+  Tensor, Backend, InitOptions, Layout, Align, FullyMaskedPolicy, MaskOptions, AttentionOptions,
+  AttentionResult, Stats, WorkspaceShapes, MaskTensor, AlignOptions,
+} from 'maskattn';
+
+const haveSimd: boolean = simdSupported();
+const packageVersion: string = version;
+
+const initOptions: InitOptions = {
+  simd: haveSimd ? 'auto' : false,
+  locateFile: (file: string, build: 'maskattn-simd' | 'maskattn-scalar') => `/assets/${build}/${file}`,
+};
+const initWithBytes: InitOptions = { simd: true, wasmBinary: new Uint8Array(8) };
+
+async function main(): Promise<void> {
+  const ma: MaskAttn = await init(initOptions);
+  const again: Promise<MaskAttn> = init();
+  const scalar: MaskAttn = await init({ simd: false });
+  void initWithBytes;
+  void again;
+
+  const backend: Backend = ma.backend;
+  const description: string = `${backend.arch} x${backend.lanes} (${backend.threads} thread, simd ${backend.simd}) v${backend.version} / ${packageVersion}`;
+  console.log(description, scalar.backend.arch);
+
+  const B = 2, Hq = 4, Hkv = 2, L = 8, D = 16;
+  const q: Tensor = { data: new Float32Array(B * Hq * L * D), shape: [B, Hq, L, D] };
+  const k: Tensor = { data: new Float32Array(B * Hkv * L * D), shape: [B, Hkv, L, D] };
+  // onnxruntime-web style: `dims` instead of `shape`.
+  const v: Tensor<Float32Array> = { data: new Float32Array(B * Hkv * L * D), dims: [B, Hkv, L, D] as const };
+
+  const layout: Layout = 'bhld';
+  const align: Align = 'top-left';
+  const policy: FullyMaskedPolicy = 'uniform';
+  const allowed: Tensor<Uint8Array> = { data: new Uint8Array(L * L).fill(1), shape: [L, L] };
+  const bias: Tensor<Float32Array> = { data: new Float32Array(B * L), shape: [B, 1, 1, L] };
+  const maskOptions: MaskOptions = {
+    scale: 0.25, layout, causal: true, align,
+    keyLengths: [8, 5], queryLengths: Int32Array.from([8, 5]),
+    allowed, bias, window: [4, 0], prefix: 2,
+    segments: { query: [[0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0, 0]], key: new Int32Array(B * L) },
+    alibiSlopes: new Float32Array([0.5, 0.25, 0.125, 0.0625]),
+    softcap: 30, fullyMasked: policy, returnStats: true,
+  };
+  const options: AttentionOptions = { ...maskOptions, returnWeights: true, returnLse: true };
+
+  const result: AttentionResult = ma.attention(q, k, v, options);
+  const out: Float32Array = result.output.data;
+  const outShape: number[] = result.output.shape;
+  const weights: Float32Array | undefined = result.weights?.data;
+  const lse: Float32Array | undefined = result.lse?.data;
+  const stats: Stats | undefined = result.stats;
+  console.log(out.length, outShape, weights?.length, lse?.length, stats?.tilesSkipped, stats?.tilesFull, stats?.tilesMixed);
+  console.log(ma.attention(q, k, v).output.data[0]);
+
+  const shapes: WorkspaceShapes = { q: [B, L, Hq, D], k: [B, L, Hkv, D], v: [B, L, Hkv, D], layout: 'blhd', returnWeights: true, returnLse: true };
+  const ws: Workspace = ma.createWorkspace(shapes);
+  try {
+    ws.q.set(q.data);
+    ws.k.set(k.data);
+    ws.v.set(v.data);
+    const ran: { stats?: Stats } = ws.run({ causal: true, layout: 'blhd', returnStats: true });
+    const o: Float32Array = ws.output;
+    const w: Float32Array | null = ws.weights;
+    const l: Float32Array | null = ws.lse;
+    const outputShape: number[] = ws.shapes.output;
+    console.log(ran.stats?.tilesMixed, o[0], w?.[0], l?.[0], outputShape);
+    ws.run();
+  } finally {
+    ws.dispose();
+  }
+
+  // The mask helpers' results plug straight into the options.
+  const alignOptions: AlignOptions = { align: 'bottom-right' };
+  const causalMask: MaskTensor<Uint8Array> = createCausalMask(L, L, alignOptions);
+  const padding: MaskTensor<Uint8Array> = createPaddingMask([8, 5], L);
+  const windowMask: MaskTensor<Uint8Array> = createWindowMask(L, L, [2, 0], { align: 'top-left' });
+  const ids: Int32Array = segmentsFromLengths([3, 5], L);
+  const fromTorch: MaskTensor<Uint8Array> = fromKeyPaddingMask({ data: [false, false, true, true], shape: [1, 4] });
+  const additive: MaskTensor<Float32Array> = toAdditiveMask(causalMask);
+  ma.attention(q, k, v, { allowed: causalMask, bias: additive, segments: { query: ids, key: ids } });
+  ma.attention(q, k, v, { allowed: padding });
+  ma.attention(q, k, v, { allowed: windowMask });
+  console.log(fromTorch.shape);
+
+  try {
+    ma.attention(q, k, v, { window: [-2, 0] });
+  } catch (e) {
+    if (e instanceof MaskAttnRangeError || e instanceof MaskAttnTypeError) {
+      const argument: string = e.argument;
+      const asBuiltin: RangeError | TypeError = e;
+      console.log(argument, asBuiltin.message);
+    }
+  }
+
+  // Misuse the types must reject (each line is an error, or tsc fails on the unused directive):
+  // @ts-expect-error a Float64Array is not a Float32Array tensor
+  ma.attention({ data: new Float64Array(4), shape: [1, 1, 1, 4] }, k, v);
+  // @ts-expect-error unknown option (a typo of `causal`)
+  ma.attention(q, k, v, { casual: true });
+  // @ts-expect-error 'ignore' is not a fully-masked policy
+  ma.attention(q, k, v, { fullyMasked: 'ignore' });
+  // @ts-expect-error the boolean mask takes a Uint8Array
+  ma.attention(q, k, v, { allowed: { data: new Float32Array(8), shape: [8] } });
+  // @ts-expect-error returnWeights is fixed when the workspace is created, not per run
+  ws.run({ returnWeights: true });
+  // @ts-expect-error backend is read-only
+  ma.backend = backend;
+}
+
+void main();

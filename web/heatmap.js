@@ -1,0 +1,385 @@
+// Canvas heatmaps with row/column labels, a hover tooltip, a keyboard cursor and click-to-activate.
+// Everything is drawn on <canvas>; sizes are set through the CSSOM (allowed under a strict CSP).
+
+const FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+const CELL_FONT = '11px ui-monospace, "SF Mono", Menlo, Consolas, monospace';
+
+export const COLORS = {
+  masked: '#8d949c',
+  maskedLine: '#c9ced3',
+  nan: '#c2185b',
+  allowed: '#2e8b6f',
+  grid: '#ffffff',
+  label: '#1f2933',
+  muted: '#5f6b76',
+  cursor: '#f59e0b',
+  highlight: '#d9480f',
+};
+
+function mix(a, b, t) {
+  return a.map((x, n) => Math.round(x + (b[n] - x) * t));
+}
+function ramp(stops, t) {
+  const x = Math.min(1, Math.max(0, t)) * (stops.length - 1);
+  const n = Math.min(stops.length - 2, Math.floor(x));
+  return mix(stops[n], stops[n + 1], x - n);
+}
+const rgb = ([r, g, b]) => `rgb(${r}, ${g}, ${b})`;
+const BLUES = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
+const NEG = [[5, 48, 97], [67, 147, 195], [209, 229, 240], [247, 247, 247]];
+const POS = [[247, 247, 247], [253, 219, 199], [214, 96, 77], [103, 0, 31]];
+
+/** Sequential colour of an attention weight in [0, 1] (square-root scale: small weights stay visible). */
+export function weightColor(w) {
+  return rgb(ramp(BLUES, Math.sqrt(Math.max(0, w))));
+}
+/** Diverging colour of x in [-max, max]. */
+export function divergingColor(x, max) {
+  const t = max > 0 ? Math.max(-1, Math.min(1, x / max)) : 0;
+  return t < 0 ? rgb(ramp(NEG, 1 + t)) : rgb(ramp(POS, t));
+}
+/** Text colour readable on a background given as rgb(...). */
+export function inkFor(fill) {
+  const m = /rgb\((\d+), (\d+), (\d+)\)/.exec(fill);
+  if (!m) return '#ffffff';
+  const [r, g, b] = m.slice(1).map(Number);
+  return 0.299 * r + 0.587 * g + 0.114 * b > 150 ? '#1f2933' : '#ffffff';
+}
+
+/** A number for a cell: '.41', '1.0', '-.3', 'NaN'. */
+export function short(x, digits = 2) {
+  if (Number.isNaN(x)) return 'NaN';
+  if (x === Infinity) return '∞';
+  if (x === -Infinity) return '-∞';
+  if (x === 0) return '0';
+  if (Math.abs(x) >= 9.95) return x.toFixed(0);
+  const s = x.toFixed(Math.abs(x) >= 1 ? 1 : digits);
+  return s.replace(/^(-?)0\./, '$1.');
+}
+/** A number in full for readouts. */
+export function full(x) {
+  if (Number.isNaN(x)) return 'NaN';
+  if (!Number.isFinite(x)) return x > 0 ? '+Infinity' : '-Infinity';
+  if (x === 0) return Object.is(x, -0) ? '-0' : '0';
+  const a = Math.abs(x);
+  return a < 1e-4 || a >= 1e6 ? x.toExponential(4) : x.toPrecision(6).replace(/(\.\d*?)0+$/, '$1').replace(/\.$/, '');
+}
+
+function hatchPattern(ctx) {
+  const c = document.createElement('canvas');
+  c.width = 8;
+  c.height = 8;
+  const g = c.getContext('2d');
+  g.fillStyle = COLORS.masked;
+  g.fillRect(0, 0, 8, 8);
+  g.strokeStyle = COLORS.maskedLine;
+  g.lineWidth = 1.5;
+  g.beginPath();
+  g.moveTo(-2, 2); g.lineTo(2, -2);
+  g.moveTo(0, 8); g.lineTo(8, 0);
+  g.moveTo(6, 10); g.lineTo(10, 6);
+  g.stroke();
+  return ctx.createPattern(c, 'repeat');
+}
+
+function truncate(ctx, text, max) {
+  if (ctx.measureText(text).width <= max) return text;
+  let t = text;
+  while (t.length > 1 && ctx.measureText(`${t}…`).width > max) t = t.slice(0, -1);
+  return `${t}…`;
+}
+
+export class Heatmap {
+  /**
+   * canvas: the <canvas>; options: { tooltip (element), readout (element), onActivate(i, j),
+   * minCell, maxCell, hint }. The canvas's parent is the scroll container used for sizing.
+   */
+  constructor(canvas, options = {}) {
+    this.canvas = canvas;
+    this.ctx = canvas.getContext('2d');
+    this.wrap = canvas.parentElement;
+    this.opt = { minCell: 14, maxCell: 44, ...options };
+    this.spec = null;
+    this.hover = null;
+    this.cursor = null;
+    this.geom = null;
+    this.pattern = hatchPattern(this.ctx);
+    canvas.addEventListener('pointermove', (e) => this._pointer(e));
+    canvas.addEventListener('pointerleave', () => {
+      this.hover = null;
+      this._show(this.cursor && document.activeElement === canvas ? this.cursor : null);
+      this.draw();
+    });
+    canvas.addEventListener('click', (e) => {
+      const cell = this._cellAt(e);
+      if (!cell) return;
+      this.cursor = cell;
+      if (this.opt.onActivate) this.opt.onActivate(cell.i, cell.j);
+      else this._show(cell);
+    });
+    canvas.addEventListener('keydown', (e) => this._key(e));
+    canvas.addEventListener('focus', () => {
+      if (!this.spec) return;
+      if (!this.cursor) this.cursor = { i: 0, j: 0 };
+      this._clampCursor();
+      this._show(this.cursor);
+      this.draw();
+    });
+    canvas.addEventListener('blur', () => {
+      this._show(null);
+      this.draw();
+    });
+    if (typeof ResizeObserver !== 'undefined') {
+      let pending = false;
+      let lastWidth = -1;
+      new ResizeObserver(() => {
+        const w = this.wrap.clientWidth;
+        if (pending || w === lastWidth) return;
+        lastWidth = w;
+        pending = true;
+        requestAnimationFrame(() => {
+          pending = false;
+          this.draw();
+        });
+      }).observe(this.wrap);
+    }
+  }
+
+  /**
+   * spec: { rows, cols, rowLabels, colLabels, cell(i, j) -> { fill, hatch, text, ink, mark },
+   *         info(i, j) -> string, rowMark(i) -> string|null, highlightRow, gapBeforeCol, label }
+   */
+  update(spec) {
+    this.spec = spec;
+    this._clampCursor();
+    this.draw();
+    const cell = this.hover ?? (document.activeElement === this.canvas ? this.cursor : null);
+    this._show(cell);
+  }
+
+  _clampCursor() {
+    if (!this.spec) return;
+    for (const key of ['cursor', 'hover']) {
+      const c = this[key];
+      if (c && (c.i >= this.spec.rows || c.j >= this.spec.cols)) this[key] = null;
+    }
+    if (this.spec.rows === 0 || this.spec.cols === 0) this.cursor = null;
+  }
+
+  _layout() {
+    const s = this.spec;
+    const ctx = this.ctx;
+    ctx.font = FONT;
+    const markW = s.rowMark ? 16 : 0;
+    const rowW = Math.min(110, Math.max(16, ...s.rowLabels.map((t) => ctx.measureText(t).width))) + 8 + markW;
+    const colW = Math.min(90, Math.max(8, ...s.colLabels.map((t) => ctx.measureText(t).width)));
+    const avail = Math.max(120, (this.wrap.clientWidth || 300) - 2);
+    const gap = s.gapBeforeCol != null ? 8 : 0;
+    const cols = Math.max(1, s.cols);
+    const cell = Math.max(this.opt.minCell, Math.min(this.opt.maxCell, Math.floor((avail - rowW - gap - 4) / cols)));
+    const rotate = colW > cell - 4;
+    const top = rotate ? Math.ceil(colW * Math.SQRT1_2 + 14) : 20;
+    const width = Math.ceil(rowW + gap + cols * cell + (rotate ? colW * 0.5 : 4));
+    const height = Math.ceil(top + Math.max(1, s.rows) * cell + 4);
+    return { x0: rowW, y0: top, cell, rotate, width, height, markW, gap, colW };
+  }
+
+  _x(j) {
+    const g = this.geom;
+    return g.x0 + j * g.cell + (this.spec.gapBeforeCol != null && j >= this.spec.gapBeforeCol ? g.gap : 0);
+  }
+
+  /** Cell geometry in CSS pixels, for tests and tooltips. */
+  geometry() {
+    if (!this.geom) return null;
+    const { x0, y0, cell, width, height } = this.geom;
+    return { x0, y0, cell, width, height, rows: this.spec.rows, cols: this.spec.cols, gapBeforeCol: this.spec.gapBeforeCol ?? null };
+  }
+  cellCenter(i, j) {
+    return { x: this._x(j) + this.geom.cell / 2, y: this.geom.y0 + i * this.geom.cell + this.geom.cell / 2 };
+  }
+
+  draw() {
+    const s = this.spec;
+    if (!s) return;
+    const g = (this.geom = this._layout());
+    const dpr = Math.min(3, window.devicePixelRatio || 1);
+    const canvas = this.canvas;
+    if (canvas.width !== Math.round(g.width * dpr) || canvas.height !== Math.round(g.height * dpr)) {
+      canvas.width = Math.round(g.width * dpr);
+      canvas.height = Math.round(g.height * dpr);
+    }
+    canvas.style.width = `${g.width}px`;
+    canvas.style.height = `${g.height}px`;
+    canvas.dataset.rows = s.rows;
+    canvas.dataset.cols = s.cols;
+    const ctx = this.ctx;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, g.width, g.height);
+
+    // cells
+    ctx.font = CELL_FONT;
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'middle';
+    for (let i = 0; i < s.rows; i++) {
+      for (let j = 0; j < s.cols; j++) {
+        const c = s.cell(i, j);
+        const x = this._x(j);
+        const y = g.y0 + i * g.cell;
+        ctx.fillStyle = c.hatch ? this.pattern : c.fill;
+        ctx.fillRect(x, y, g.cell, g.cell);
+        if (c.flag) {
+          ctx.fillStyle = COLORS.highlight;
+          ctx.beginPath();
+          ctx.moveTo(x, y);
+          ctx.lineTo(x + Math.min(10, g.cell / 2.5), y);
+          ctx.lineTo(x, y + Math.min(10, g.cell / 2.5));
+          ctx.closePath();
+          ctx.fill();
+        }
+        if (c.text && g.cell >= 24) {
+          ctx.fillStyle = c.ink ?? inkFor(c.fill);
+          ctx.fillText(c.text, x + g.cell / 2, y + g.cell / 2 + 0.5);
+        } else if (c.mark && g.cell >= 12) {
+          ctx.fillStyle = c.ink ?? '#ffffff';
+          ctx.fillText(c.mark, x + g.cell / 2, y + g.cell / 2 + 0.5);
+        }
+      }
+    }
+    // grid
+    ctx.strokeStyle = COLORS.grid;
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let i = 1; i < s.rows; i++) {
+      const y = g.y0 + i * g.cell;
+      ctx.moveTo(g.x0, y);
+      ctx.lineTo(this._x(s.cols - 1) + g.cell, y);
+    }
+    for (let j = 1; j < s.cols; j++) {
+      if (s.gapBeforeCol === j) continue;
+      const x = this._x(j);
+      ctx.moveTo(x, g.y0);
+      ctx.lineTo(x, g.y0 + s.rows * g.cell);
+    }
+    ctx.stroke();
+
+    // labels
+    ctx.font = FONT;
+    ctx.fillStyle = COLORS.label;
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'middle';
+    for (let i = 0; i < s.rows; i++) {
+      const y = g.y0 + i * g.cell + g.cell / 2;
+      ctx.fillStyle = s.rowLabelMuted?.(i) ? COLORS.muted : COLORS.label;
+      ctx.fillText(truncate(ctx, s.rowLabels[i] ?? '', 100), g.x0 - 6 - g.markW, y);
+      const mark = s.rowMark?.(i);
+      if (mark) {
+        ctx.fillStyle = COLORS.highlight;
+        ctx.textAlign = 'center';
+        ctx.fillText(mark, g.x0 - 4 - g.markW / 2, y);
+        ctx.textAlign = 'right';
+      }
+    }
+    for (let j = 0; j < s.cols; j++) {
+      const label = truncate(ctx, s.colLabels[j] ?? '', 88);
+      ctx.fillStyle = s.colLabelMuted?.(j) ? COLORS.muted : COLORS.label;
+      const cx = this._x(j) + g.cell / 2;
+      if (g.rotate) {
+        ctx.save();
+        ctx.translate(cx, g.y0 - 5);
+        ctx.rotate(-Math.PI / 4);
+        ctx.textAlign = 'left';
+        ctx.fillText(label, 0, 0);
+        ctx.restore();
+      } else {
+        ctx.textAlign = 'center';
+        ctx.fillText(label, cx, g.y0 - 9);
+      }
+    }
+
+    // highlighted row, cursor, hover
+    if (s.highlightRow != null && s.highlightRow < s.rows) {
+      ctx.strokeStyle = COLORS.highlight;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(g.x0 - 1, g.y0 + s.highlightRow * g.cell - 1, this._x(s.cols - 1) + g.cell - g.x0 + 2, g.cell + 2);
+    }
+    const focused = document.activeElement === this.canvas;
+    for (const [c, color, w] of [[this.hover, '#111827', 1.5], [focused ? this.cursor : null, COLORS.cursor, 3]]) {
+      if (!c) continue;
+      ctx.strokeStyle = color;
+      ctx.lineWidth = w;
+      ctx.strokeRect(this._x(c.j) + w / 2, g.y0 + c.i * g.cell + w / 2, g.cell - w, g.cell - w);
+    }
+  }
+
+  _cellAt(e) {
+    if (!this.geom || !this.spec) return null;
+    const r = this.canvas.getBoundingClientRect();
+    const scale = r.width > 0 ? this.geom.width / r.width : 1;
+    const x = (e.clientX - r.left) * scale;
+    const y = (e.clientY - r.top) * scale;
+    const i = Math.floor((y - this.geom.y0) / this.geom.cell);
+    let j = -1;
+    for (let c = 0; c < this.spec.cols; c++) if (x >= this._x(c) && x < this._x(c) + this.geom.cell) j = c;
+    if (i < 0 || i >= this.spec.rows || j < 0) return null;
+    return { i, j };
+  }
+
+  _pointer(e) {
+    const cell = this._cellAt(e);
+    const same = cell && this.hover && cell.i === this.hover.i && cell.j === this.hover.j;
+    if (same || (!cell && !this.hover)) return;
+    this.hover = cell;
+    this.canvas.style.cursor = cell && this.opt.onActivate ? 'pointer' : 'default';
+    this._show(cell);
+    this.draw();
+  }
+
+  _key(e) {
+    if (!this.spec || this.spec.rows === 0) return;
+    const c = this.cursor ?? { i: 0, j: 0 };
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (moves[e.key]) {
+      const [di, dj] = moves[e.key];
+      this.cursor = {
+        i: Math.max(0, Math.min(this.spec.rows - 1, c.i + di)),
+        j: Math.max(0, Math.min(this.spec.cols - 1, c.j + dj)),
+      };
+    } else if (e.key === 'Home') this.cursor = { i: c.i, j: 0 };
+    else if (e.key === 'End') this.cursor = { i: c.i, j: this.spec.cols - 1 };
+    else if ((e.key === ' ' || e.key === 'Enter') && this.opt.onActivate) {
+      e.preventDefault();
+      this.opt.onActivate(c.i, c.j);
+      return;
+    } else return;
+    e.preventDefault();
+    this._show(this.cursor);
+    this.draw();
+  }
+
+  _show(cell) {
+    const { tooltip, readout, hint } = this.opt;
+    const text = cell && this.spec ? this.spec.info(cell.i, cell.j) : null;
+    if (readout) readout.textContent = text ? text.replace(/\n/g, ' · ') : hint ?? '';
+    if (!tooltip) return;
+    if (!text) {
+      tooltip.hidden = true;
+      return;
+    }
+    tooltip.textContent = text;
+    tooltip.hidden = false;
+    // Place next to the cell inside the scroll container, flipped when near the right edge.
+    const g = this.geom;
+    const p = this.cellCenter(cell.i, cell.j);
+    const scale = this.canvas.getBoundingClientRect().width / g.width || 1;
+    const originX = this.canvas.offsetLeft - this.wrap.scrollLeft;
+    const left = originX + (p.x + g.cell / 2 + 6) * scale;
+    const top = this.canvas.offsetTop + (p.y - g.cell / 2) * scale;
+    const boxW = this.wrap.parentElement?.clientWidth ?? 400;
+    const tipW = tooltip.offsetWidth;
+    const flipped = left + tipW > boxW - 4;
+    const x = flipped ? originX + (p.x - g.cell / 2 - 6) * scale - tipW : left;
+    tooltip.style.left = `${Math.max(0, Math.min(x, boxW - tipW))}px`;
+    tooltip.style.top = `${top}px`;
+  }
+}

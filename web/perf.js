@@ -1,0 +1,179 @@
+// The speed panel: times the chosen shape with the SIMD128 build, the scalar build and plain JS,
+// in a Web Worker (progress bar while it runs), and shows the speed-ups.
+
+import { runBenchmark } from './perf-core.js';
+import { full } from './heatmap.js';
+
+export const PRESETS = [
+  { id: 'page', label: 'this page’s shape' },
+  { id: '1x4x128x64', label: '1 × 4 heads × 128 tokens × 64', shape: { B: 1, H: 4, Lq: 128, Lk: 128, D: 64 } },
+  { id: '1x8x256x64', label: '1 × 8 heads × 256 tokens × 64', shape: { B: 1, H: 8, Lq: 256, Lk: 256, D: 64 } },
+  { id: '1x8x512x64', label: '1 × 8 heads × 512 tokens × 64', shape: { B: 1, H: 8, Lq: 512, Lk: 512, D: 64 } },
+  { id: '1x8x1024x64', label: '1 × 8 heads × 1024 tokens × 64 (slow in plain JS)', shape: { B: 1, H: 8, Lq: 1024, Lk: 1024, D: 64 } },
+  { id: 'decode', label: 'decode: 1 query × 4096 keys, 8 heads × 64', shape: { B: 1, H: 8, Lq: 1, Lk: 4096, D: 64 } },
+];
+
+const fmtMs = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3));
+
+/**
+ * els: { preset, causal, run, stop, progress, status, table, summary }; pageShape() -> the demo's
+ * current { B, H, Lq, Lk, D }; builds() -> Promise<{simd, scalar}> for the main-thread fallback;
+ * onResult(result) for exposing numbers.
+ */
+export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) {
+  let worker = null;
+  let running = false;
+
+  for (const p of PRESETS) {
+    const o = document.createElement('option');
+    o.value = p.id;
+    o.textContent = p.label;
+    els.preset.append(o);
+  }
+  els.preset.value = '1x8x256x64';
+
+  const shapeOf = () => {
+    const p = PRESETS.find((x) => x.id === els.preset.value) ?? PRESETS[2];
+    return p.shape ?? pageShape();
+  };
+  const describeShape = (s) => `B=${s.B}, H=${s.H}, Lq=${s.Lq}, Lk=${s.Lk}, D=${s.D}`;
+  const refreshLabel = () => {
+    const s = pageShape();
+    els.preset.options[0].textContent = `this page’s shape (${s.B} × ${s.H} heads × ${s.Lk} tokens × ${s.D})`;
+  };
+
+  const setRunning = (on) => {
+    running = on;
+    els.run.disabled = on;
+    els.stop.disabled = !on;
+    els.progress.hidden = !on;
+    els.root.setAttribute('aria-busy', String(on));
+    els.root.dataset.state = on ? 'running' : els.root.dataset.state === 'running' ? 'idle' : els.root.dataset.state ?? 'idle';
+  };
+  const progress = (fraction, label) => {
+    els.progress.value = fraction;
+    els.progress.textContent = `${Math.round(fraction * 100)}%`;
+    els.status.textContent = `Timing ${label}… ${Math.round(fraction * 100)}%`;
+  };
+
+  const show = (result, backend) => {
+    const { results } = result;
+    const js = results.find((r) => r.id === 'js');
+    const scalar = results.find((r) => r.id === 'scalar');
+    const simd = results.find((r) => r.id === 'simd');
+    els.table.replaceChildren();
+    const maxG = Math.max(...results.map((r) => r.gflops));
+    for (const r of results) {
+      const tr = document.createElement('tr');
+      tr.dataset.impl = r.id;
+      tr.dataset.ms = r.medianMs;
+      tr.dataset.gflops = r.gflops;
+      const cells = [
+        r.label,
+        `${fmtMs(r.medianMs)} ms`,
+        `${r.gflops.toFixed(2)}`,
+        js && r.medianMs > 0 ? `${(js.medianMs / r.medianMs).toFixed(1)}×` : '–',
+        r.id === 'simd' ? 'reference' : full(r.maxDiff),
+      ];
+      cells.forEach((text, n) => {
+        const td = document.createElement(n === 0 ? 'th' : 'td');
+        if (n === 0) td.scope = 'row';
+        td.textContent = text;
+        tr.append(td);
+      });
+      const bar = document.createElement('td');
+      bar.className = 'bar-cell';
+      const meter = document.createElement('meter');
+      meter.min = 0;
+      meter.max = maxG;
+      meter.value = r.gflops;
+      meter.textContent = `${r.gflops.toFixed(2)} GFLOP/s`;
+      meter.setAttribute('aria-label', `${r.label}: ${r.gflops.toFixed(2)} GFLOP/s`);
+      bar.append(meter);
+      tr.append(bar);
+      els.table.append(tr);
+    }
+    const parts = [];
+    if (simd && js) parts.push(`SIMD128 is ${(js.medianMs / simd.medianMs).toFixed(1)}× faster than plain JS`);
+    if (simd && scalar) parts.push(`${(scalar.medianMs / simd.medianMs).toFixed(1)}× faster than the scalar build`);
+    if (!simd && scalar && js) parts.push(`the scalar build is ${(js.medianMs / scalar.medianMs).toFixed(1)}× faster than plain JS (this engine has no SIMD128)`);
+    els.summary.textContent = `${parts.join(', ')}. ${describeShape(result.shape)}, ${result.causal ? 'causal' : 'no mask'}, ` +
+      `${(result.flops / 1e6).toFixed(1)} MFLOP per call; median of repeated runs in a worker (backend ${backend.arch}, ${backend.threads} thread).`;
+    els.status.textContent = 'Done.';
+    els.root.dataset.state = 'done';
+    onResult?.(result);
+  };
+
+  const fail = (message) => {
+    els.status.textContent = `The benchmark failed: ${message}`;
+    els.root.dataset.state = 'error';
+    console.error('maskattn demo: benchmark failed:', message);
+  };
+
+  async function runHere(shape, causal) {
+    // Fallback when module workers are unavailable: same code on the main thread, yielding between runs.
+    const result = await runBenchmark(await builds(), shape, { causal, budgetMs, onProgress: progress });
+    return { result, backend: (await builds()).simd?.backend ?? (await builds()).scalar.backend };
+  }
+
+  async function start() {
+    if (running) return;
+    const shape = shapeOf();
+    const causal = els.causal.checked;
+    setRunning(true);
+    progress(0, 'the SIMD128 build');
+    els.summary.textContent = '';
+    try {
+      worker ??= new Worker(new URL('./perf-worker.js', import.meta.url), { type: 'module' });
+    } catch {
+      worker = null;
+    }
+    if (!worker) {
+      try {
+        const { result, backend } = await runHere(shape, causal);
+        setRunning(false);
+        show(result, backend);
+      } catch (error) {
+        setRunning(false);
+        fail(error.message);
+      }
+      return;
+    }
+    await new Promise((resolve) => {
+      worker.onmessage = (e) => {
+        const m = e.data;
+        if (m.type === 'progress') progress(m.fraction, m.label);
+        else {
+          setRunning(false);
+          if (m.type === 'done') show(m.result, m.backend);
+          else fail(m.message);
+          resolve();
+        }
+      };
+      worker.onerror = (e) => {
+        e.preventDefault();
+        setRunning(false);
+        worker?.terminate();
+        worker = null;
+        fail(e.message || 'the worker could not start');
+        resolve();
+      };
+      worker.postMessage({ shape, causal, budgetMs });
+      els.stopHandler = () => {
+        worker?.terminate();
+        worker = null;
+        setRunning(false);
+        els.status.textContent = 'Stopped.';
+        els.root.dataset.state = 'stopped';
+        resolve();
+      };
+    });
+  }
+
+  els.run.addEventListener('click', start);
+  els.stop.addEventListener('click', () => els.stopHandler?.());
+  els.preset.addEventListener('focus', refreshLabel);
+  setRunning(false);
+  refreshLabel();
+  return { refreshLabel, start };
+}
