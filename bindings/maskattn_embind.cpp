@@ -12,11 +12,13 @@
 
 namespace {
 
-// One call's arguments. Addresses are byte offsets into wasm memory (0 = absent); dims are the
-// logical [B, H, L, D]; `layout` 0 = bhld, 1 = blhd. Mask shapes are already 4-D (JS pads them).
+// One call's arguments. Addresses are byte offsets into wasm memory (0 = absent); each tensor's
+// own logical dims [B, H, L, D] are passed so that the library's validation sees any mismatch;
+// `layout` 0 = bhld, 1 = blhd. Mask shapes are already 4-D (JS pads them).
 struct CallArgs {
   uint32_t q = 0, k = 0, v = 0, out = 0;
-  int32_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, layout = 0;
+  int32_t qB = 0, qH = 0, qL = 0, qD = 0, kB = 0, kH = 0, kL = 0, kD = 0;
+  int32_t vB = 0, vH = 0, vL = 0, vD = 0, layout = 0;
   double qSize = -1, kSize = -1, vSize = -1, outSize = -1;
   bool hasScale = false;
   double scale = 0;
@@ -45,23 +47,24 @@ int attention(const CallArgs& a) {
   using namespace maskattn;
   try {
     const Layout layout = a.layout == 1 ? Layout::blhd : Layout::bhld;
-    const ConstTensor q = make_tensor(at<const float>(a.q), layout, a.B, a.Hq, a.Lq, a.D, int64_t(a.qSize));
-    const ConstTensor k = make_tensor(at<const float>(a.k), layout, a.B, a.Hkv, a.Lk, a.D, int64_t(a.kSize));
-    const ConstTensor v = make_tensor(at<const float>(a.v), layout, a.B, a.Hkv, a.Lk, a.Dv, int64_t(a.vSize));
-    const MutableTensor out = make_tensor(at<float>(a.out), layout, a.B, a.Hq, a.Lq, a.Dv, int64_t(a.outSize));
+    const ConstTensor q = make_tensor(at<const float>(a.q), layout, a.qB, a.qH, a.qL, a.qD, int64_t(a.qSize));
+    const ConstTensor k = make_tensor(at<const float>(a.k), layout, a.kB, a.kH, a.kL, a.kD, int64_t(a.kSize));
+    const ConstTensor v = make_tensor(at<const float>(a.v), layout, a.vB, a.vH, a.vL, a.vD, int64_t(a.vSize));
+    // The output follows q (batch, heads, queries) and v (value dim); the library checks it too.
+    const MutableTensor out = make_tensor(at<float>(a.out), layout, a.qB, a.qH, a.qL, a.vD, int64_t(a.outSize));
     Options o;
     if (a.hasScale) o.scale = float(a.scale);
     o.causal = a.causal;
     o.align = a.align == 1 ? Align::top_left : Align::bottom_right;
-    if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(a.B));
-    if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(a.B));
+    if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(a.qB));
+    if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(a.qB));
     if (a.allowed) o.allowed = make_mask(at<const uint8_t>(a.allowed), a.allowedB, a.allowedH, a.allowedLq, a.allowedLk);
     if (a.bias) o.bias = make_mask(at<const float>(a.bias), a.biasB, a.biasH, a.biasLq, a.biasLk);
     o.window = Window{int64_t(a.windowLeft), int64_t(a.windowRight)};
     o.prefix = int64_t(a.prefix);
-    if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(a.B) * size_t(a.Lq));
-    if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(a.B) * size_t(a.Lk));
-    if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(a.Hq));
+    if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(a.qB) * size_t(a.qL));
+    if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(a.qB) * size_t(a.kL));
+    if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(a.qH));
     o.softcap = float(a.softcap);
     o.fully_masked = a.fullyMasked == 1 ? FullyMasked::nan : a.fullyMasked == 2 ? FullyMasked::uniform : FullyMasked::zero;
     Stats stats;
@@ -112,8 +115,9 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   using namespace emscripten;
   value_object<CallArgs>("CallArgs")
       .field("q", &CallArgs::q).field("k", &CallArgs::k).field("v", &CallArgs::v).field("out", &CallArgs::out)
-      .field("B", &CallArgs::B).field("Hq", &CallArgs::Hq).field("Hkv", &CallArgs::Hkv)
-      .field("Lq", &CallArgs::Lq).field("Lk", &CallArgs::Lk).field("D", &CallArgs::D).field("Dv", &CallArgs::Dv)
+      .field("qB", &CallArgs::qB).field("qH", &CallArgs::qH).field("qL", &CallArgs::qL).field("qD", &CallArgs::qD)
+      .field("kB", &CallArgs::kB).field("kH", &CallArgs::kH).field("kL", &CallArgs::kL).field("kD", &CallArgs::kD)
+      .field("vB", &CallArgs::vB).field("vH", &CallArgs::vH).field("vL", &CallArgs::vL).field("vD", &CallArgs::vD)
       .field("layout", &CallArgs::layout)
       .field("qSize", &CallArgs::qSize).field("kSize", &CallArgs::kSize)
       .field("vSize", &CallArgs::vSize).field("outSize", &CallArgs::outSize)

@@ -96,7 +96,11 @@ export interface WorkspaceShapes {
   returnLse?: boolean;
 }
 
-/** Buffers kept in wasm memory for repeated calls; views are zero-copy and valid until dispose(). */
+/**
+ * Buffers kept in wasm memory for repeated calls. Each property read returns a fresh zero-copy
+ * view; a view kept across wasm memory growth is detached (length 0), so read the properties
+ * again after anything that may allocate, and never use views after dispose().
+ */
 export declare class Workspace {
   readonly q: Float32Array;
   readonly k: Float32Array;

@@ -83,7 +83,8 @@ async function load(simd, options) {
     moduleOptions.wasmBinary = options.wasmBinary;
   } else if (isNode && !options.locateFile) {
     // Node's fetch cannot read file: URLs here, so pass the bytes (see TOOLCHAIN notes).
-    const { readFile } = await import('node:fs/promises');
+    const fsModule = 'node:fs/promises';  // a variable: bundlers for the web leave it alone
+    const { readFile } = await import(/* @vite-ignore */ fsModule);
     moduleOptions.wasmBinary = await readFile(wasmUrl);
   }
   moduleOptions.locateFile = (file) => (options.locateFile ? options.locateFile(file, name) : wasmUrl.href);
@@ -148,6 +149,7 @@ function toInt32(x, name, length) {
   else if (Array.isArray(x)) {
     x.forEach((e, i) => {
       if (!Number.isInteger(e)) throw new MaskAttnTypeError(name, `entry ${i} must be an integer, given ${describe(e)}`);
+      if (e < -(2 ** 31) || e >= 2 ** 31) throw new MaskAttnRangeError(name, `entry ${i} must fit in 32 bits, given ${e}`);
     });
     arr = Int32Array.from(x);
   } else throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
@@ -186,7 +188,8 @@ function checkWindow(w) {
   const [left, right] = Array.from(w, Number);
   for (const [side, x] of [['left', left], ['right', right]])
     if (!Number.isInteger(x) || x < -1) throw new MaskAttnRangeError('window', `${side} must be an integer >= -1 (-1 = unbounded), given ${x}`);
-  return [left, right];
+  // Any reach past 2^31 is unbounded in effect (lengths are far smaller); keeps the int64 conversion exact.
+  return [Math.min(left, 2 ** 31), Math.min(right, 2 ** 31)];
 }
 
 // ------------------------------------------------------------------------------------------ API
@@ -208,12 +211,10 @@ export class MaskAttn {
     const plan = this._plan(q, k, v, options);
     const m = this._m;
     const blocks = [];
-    const alloc = (bytes) => {
-      const p = bytes > 0 ? m._malloc(bytes) : 0;
-      if (bytes > 0 && p === 0) {
-        blocks.forEach((b) => m._free(b));
+    const alloc = (bytes) => {  // blocks are freed in `finally`, on success and failure alike
+      const p = bytes > 0 ? m._malloc(bytes) >>> 0 : 0;  // >>> 0: addresses above 2 GiB stay positive
+      if (bytes > 0 && p === 0)
         throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${bytes} bytes in WebAssembly memory`);
-      }
       if (p) blocks.push(p);
       return p;
     };
@@ -228,16 +229,16 @@ export class MaskAttn {
       const masks = this._placeMasks(plan, alloc);
       // Views are taken after every allocation: growth detaches older ones.
       const f32 = m.HEAPF32;
-      f32.set(q.data, ptr.q >> 2);
-      f32.set(k.data, ptr.k >> 2);
-      f32.set(v.data, ptr.v >> 2);
+      f32.set(q.data, ptr.q >>> 2);
+      f32.set(k.data, ptr.k >>> 2);
+      f32.set(v.data, ptr.v >>> 2);
       this._writeMasks(plan, masks);
       const stats = plan.returnStats ? alloc(24) : 0;
       this._call(plan, ptr, masks, stats);
       const heap = m.HEAPF32;
-      const result = { output: { data: heap.slice(ptr.out >> 2, (ptr.out >> 2) + plan.outCount), shape: plan.outShape } };
-      if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >> 2, (ptr.weights >> 2) + plan.weightsCount), shape: plan.weightsShape };
-      if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >> 2, (ptr.lse >> 2) + plan.lseCount), shape: plan.lseShape };
+      const result = { output: { data: heap.slice(ptr.out >>> 2, (ptr.out >>> 2) + plan.outCount), shape: plan.outShape } };
+      if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >>> 2, (ptr.weights >>> 2) + plan.weightsCount), shape: plan.weightsShape };
+      if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >>> 2, (ptr.lse >>> 2) + plan.lseCount), shape: plan.lseShape };
       if (plan.returnStats) result.stats = readStats(m, stats);
       return result;
     } finally {
@@ -275,6 +276,8 @@ export class MaskAttn {
     const [, Hkv, Lk] = logical(kDims, layout);
     const Dv = logical(vDims, layout)[3];
     const plan = { layout, B, Hq, Hkv, Lq, Lk, D, Dv, qSize: product(qDims), kSize: product(kDims), vSize: product(vDims) };
+    // Each tensor's own logical dims go to the library, whose validation names any mismatch.
+    [plan.q, plan.k, plan.v] = [qDims, kDims, vDims].map((d) => logical(d, layout));
     plan.outCount = B * Hq * Lq * Dv;
     plan.outShape = layout === 'blhd' ? [B, Lq, Hq, Dv] : [B, Hq, Lq, Dv];
     plan.returnWeights = bool(options.returnWeights, 'returnWeights');
@@ -290,6 +293,7 @@ export class MaskAttn {
     if (options.scale !== undefined) {
       if (typeof options.scale !== 'number') throw new MaskAttnTypeError('scale', `must be a number, given ${describe(options.scale)}`);
       if (!Number.isFinite(options.scale)) throw new MaskAttnRangeError('scale', `must be finite, given ${options.scale}`);
+      if (Math.abs(options.scale) > 3.4028234663852886e38) throw new MaskAttnRangeError('scale', `must fit in float32 (|scale| <= 3.4e38), given ${options.scale}`);
     }
     plan.scale = options.scale;
     plan.causal = bool(options.causal, 'causal');
@@ -305,7 +309,7 @@ export class MaskAttn {
     [plan.windowLeft, plan.windowRight] = checkWindow(options.window);
     const prefix = options.prefix ?? 0;
     if (!Number.isInteger(prefix) || prefix < 0) throw new MaskAttnRangeError('prefix', `must be an integer >= 0, given ${describe(prefix)}`);
-    plan.prefix = prefix;
+    plan.prefix = Math.min(prefix, 2 ** 31);  // a prefix past every key is the same as 2^31
     if (options.segments != null) {
       const s = options.segments;
       if (typeof s !== 'object' || s.query == null || s.key == null)
@@ -338,13 +342,13 @@ export class MaskAttn {
 
   _writeMasks(plan, ptr) {
     const m = this._m;
-    if (ptr.keyLengths) m.HEAP32.set(plan.keyLengths, ptr.keyLengths >> 2);
-    if (ptr.queryLengths) m.HEAP32.set(plan.queryLengths, ptr.queryLengths >> 2);
+    if (ptr.keyLengths) m.HEAP32.set(plan.keyLengths, ptr.keyLengths >>> 2);
+    if (ptr.queryLengths) m.HEAP32.set(plan.queryLengths, ptr.queryLengths >>> 2);
     if (ptr.allowed) m.HEAPU8.set(plan.allowed, ptr.allowed);
-    if (ptr.bias) m.HEAPF32.set(plan.bias, ptr.bias >> 2);
-    if (ptr.querySegments) m.HEAP32.set(plan.querySegments, ptr.querySegments >> 2);
-    if (ptr.keySegments) m.HEAP32.set(plan.keySegments, ptr.keySegments >> 2);
-    if (ptr.alibiSlopes) m.HEAPF32.set(plan.alibiSlopes, ptr.alibiSlopes >> 2);
+    if (ptr.bias) m.HEAPF32.set(plan.bias, ptr.bias >>> 2);
+    if (ptr.querySegments) m.HEAP32.set(plan.querySegments, ptr.querySegments >>> 2);
+    if (ptr.keySegments) m.HEAP32.set(plan.keySegments, ptr.keySegments >>> 2);
+    if (ptr.alibiSlopes) m.HEAPF32.set(plan.alibiSlopes, ptr.alibiSlopes >>> 2);
   }
 
   _call(plan, ptr, masks, stats) {
@@ -352,7 +356,8 @@ export class MaskAttn {
     const b = plan.biasShape ?? [1, 1, 1, 1];
     const status = this._m.attention({
       q: ptr.q, k: ptr.k, v: ptr.v, out: ptr.out,
-      B: plan.B, Hq: plan.Hq, Hkv: plan.Hkv, Lq: plan.Lq, Lk: plan.Lk, D: plan.D, Dv: plan.Dv,
+      qB: plan.q[0], qH: plan.q[1], qL: plan.q[2], qD: plan.q[3], kB: plan.k[0], kH: plan.k[1], kL: plan.k[2], kD: plan.k[3],
+      vB: plan.v[0], vH: plan.v[1], vL: plan.v[2], vD: plan.v[3],
       layout: plan.layout === 'blhd' ? 1 : 0,
       qSize: plan.qSize, kSize: plan.kSize, vSize: plan.vSize, outSize: plan.outCount,
       hasScale: plan.scale !== undefined, scale: plan.scale ?? 0,
@@ -366,8 +371,10 @@ export class MaskAttn {
       weights: ptr.weights, lse: ptr.lse, stats,
     });
     if (status !== 0) {
-      const argument = jsName(this._m.lastErrorArgument());
-      const message = this._m.lastErrorMessage().replace(/^[^:]*: /, '');
+      const cppArgument = this._m.lastErrorArgument();
+      const argument = jsName(cppArgument);
+      const full = this._m.lastErrorMessage();
+      const message = full.startsWith(`${cppArgument}: `) ? full.slice(cppArgument.length + 2) : full;
       if (status === 2) throw new MaskAttnTypeError(argument, message);
       throw new MaskAttnRangeError(argument, message);
     }
@@ -390,7 +397,7 @@ function flat(x) {
 }
 
 function readStats(m, ptr) {
-  const s = m.HEAPF64.subarray(ptr >> 3, (ptr >> 3) + 3);
+  const s = m.HEAPF64.subarray(ptr >>> 3, (ptr >>> 3) + 3);
   return { tilesSkipped: s[0], tilesFull: s[1], tilesMixed: s[2] };
 }
 
@@ -430,7 +437,7 @@ export class Workspace {
     this._ptr = {};
     for (const [name, n] of Object.entries(this._count)) {
       // Ownership: each block belongs to the workspace until dispose().
-      const p = n > 0 ? this._m._malloc(n * 4) : 0;
+      const p = n > 0 ? this._m._malloc(n * 4) >>> 0 : 0;
       this._ptr[name] = p;
       if (n > 0 && p === 0) {
         this.dispose();
@@ -465,7 +472,7 @@ export class Workspace {
     const m = this._m;
     const blocks = [];
     const alloc = (bytes) => {
-      const p = bytes > 0 ? m._malloc(bytes) : 0;
+      const p = bytes > 0 ? m._malloc(bytes) >>> 0 : 0;
       if (bytes > 0 && p === 0) throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${bytes} bytes`);
       if (p) blocks.push(p);
       return p;

@@ -1,15 +1,10 @@
 #!/usr/bin/env bash
-# The main job: build the library natively and for WebAssembly, then run the same masked
-# attention both ways and print the results side by side.
+# The main job: build the WebAssembly modules (SIMD128 and scalar) and serve the demo page on
+# 127.0.0.1, printing its URL. PORT=N (or --port N) picks the port; Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-echo "==> building (native and WebAssembly SIMD128)"
-cmake -S . -B build/native -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/native --target maskattn_example >/dev/null
-emcmake cmake -S . -B build/wasm-simd -G Ninja -DCMAKE_BUILD_TYPE=Release -DMASKATTN_WASM_SIMD=ON >/dev/null
-cmake --build build/wasm-simd --target maskattn_example >/dev/null
-native=$(build/native/examples/maskattn_example)
-wasm=$(node --no-experimental-fetch build/wasm-simd/examples/maskattn_example.js)
-echo "==> the same causal, key-padded attention, native (left) and in Node (right)"
-paste <(echo "$native") <(echo "$wasm") | awk -F'\t' '{printf "%-52s | %s\n", $1, $2}'
+echo "==> building the WebAssembly modules (first time: a minute or two)"
+bash scripts/build-wasm.sh
+echo "==> serving the demo (Ctrl-C to stop)"
+exec node scripts/serve.mjs "$@"

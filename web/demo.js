@@ -157,6 +157,18 @@ function toggleCustom(i, j) {
   render();
 }
 
+/** [2, 3, 4, 7] -> '2–4, 7'. */
+function ranges(list) {
+  const parts = [];
+  for (let n = 0; n < list.length; n++) {
+    let m = n;
+    while (m + 1 < list.length && list[m + 1] === list[m] + 1) m++;
+    parts.push(m > n ? `${list[n]}–${list[m]}` : String(list[n]));
+    n = m;
+  }
+  return parts.join(', ');
+}
+
 function quoted(t) {
   return t === PAD ? PAD : `“${t}”`;
 }
@@ -293,7 +305,7 @@ function render() {
       const x = O(i, d);
       if (Number.isNaN(x)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
       const fill = divergingColor(x, maxAbs);
-      return { fill, text: short(x, 1) };
+      return { fill, text: short(x, 2) };
     },
     info: (i, d) => `output of query ${i} ${quoted(rowLabels[i])}, dimension ${d}\n${full(O(i, d))}` +
       (fullyMasked[i] ? `\nno key to attend: policy '${st.policy}'` : ''),
@@ -303,7 +315,7 @@ function render() {
   const empty = fullyMasked.map((f, i) => (f ? i : -1)).filter((i) => i >= 0);
   el.status.textContent = `Computed by ${ma.backend.arch} in ${elapsed.toFixed(1)} ms: ` +
     `B=${P.B}, heads=${P.H}, Lq=${P.Lq}, Lk=${P.Lk}, D=${P.D}.` +
-    (empty.length ? ` Rows ${empty.join(', ')} of this sentence have no key to attend (policy '${st.policy}').` : '') +
+    (empty.length ? ` ${empty.length > 1 ? 'Rows' : 'Row'} ${ranges(empty)} of this sentence ${empty.length > 1 ? 'have' : 'has'} no key to attend (policy '${st.policy}').` : '') +
     (mismatches ? ` Warning: ${mismatches} cells differ from the page's rule explanation.` : '');
 
   renderCall(st, P, options);
@@ -599,7 +611,9 @@ async function main() {
     el.backend.dataset.state = 'error';
     el.backend.textContent = 'WebAssembly failed to load';
     el.error.hidden = false;
-    el.error.textContent = `maskattn could not be loaded: ${error.message}`;
+    el.error.textContent = `maskattn could not be loaded: ${error.message}` + (error instanceof EvalError
+      ? ' — the WebAssembly glue evaluates strings, which this page’s Content-Security-Policy forbids (build it with -sDYNAMIC_EXECUTION=0).'
+      : '');
     console.error('maskattn demo: init failed:', error);
     return;
   }

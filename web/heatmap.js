@@ -53,7 +53,7 @@ export function short(x, digits = 2) {
   if (x === -Infinity) return '-∞';
   if (x === 0) return '0';
   if (Math.abs(x) >= 9.95) return x.toFixed(0);
-  const s = x.toFixed(Math.abs(x) >= 1 ? 1 : digits);
+  const s = x.toFixed(Math.abs(x) >= 0.995 ? 1 : digits);
   return s.replace(/^(-?)0\./, '$1.');
 }
 /** A number in full for readouts. */
@@ -368,17 +368,14 @@ export class Heatmap {
     }
     tooltip.textContent = text;
     tooltip.hidden = false;
-    // Place next to the cell inside the scroll container, flipped when near the right edge.
+    // Place just below the cell (never over it), inside the box, clamped to its width.
     const g = this.geom;
-    const p = this.cellCenter(cell.i, cell.j);
     const scale = this.canvas.getBoundingClientRect().width / g.width || 1;
     const originX = this.canvas.offsetLeft - this.wrap.scrollLeft;
-    const left = originX + (p.x + g.cell / 2 + 6) * scale;
-    const top = this.canvas.offsetTop + (p.y - g.cell / 2) * scale;
     const boxW = this.wrap.parentElement?.clientWidth ?? 400;
     const tipW = tooltip.offsetWidth;
-    const flipped = left + tipW > boxW - 4;
-    const x = flipped ? originX + (p.x - g.cell / 2 - 6) * scale - tipW : left;
+    const x = originX + (this._x(cell.j) + g.cell * 0.25) * scale;
+    const top = this.canvas.offsetTop + (g.y0 + (cell.i + 1) * g.cell + 4) * scale;
     tooltip.style.left = `${Math.max(0, Math.min(x, boxW - tipW))}px`;
     tooltip.style.top = `${top}px`;
   }

@@ -97,8 +97,11 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     if (simd && js) parts.push(`SIMD128 is ${(js.medianMs / simd.medianMs).toFixed(1)}× faster than plain JS`);
     if (simd && scalar) parts.push(`${(scalar.medianMs / simd.medianMs).toFixed(1)}× faster than the scalar build`);
     if (!simd && scalar && js) parts.push(`the scalar build is ${(js.medianMs / scalar.medianMs).toFixed(1)}× faster than plain JS (this engine has no SIMD128)`);
-    els.summary.textContent = `${parts.join(', ')}. ${describeShape(result.shape)}, ${result.causal ? 'causal' : 'no mask'}, ` +
-      `${(result.flops / 1e6).toFixed(1)} MFLOP per call; median of repeated runs in a worker (backend ${backend.arch}, ${backend.threads} thread).`;
+    const strong = document.createElement('strong');
+    strong.textContent = `${parts.join(', ')}.`;
+    els.summary.replaceChildren(strong, ` ${describeShape(result.shape)}, ${result.causal ? 'causal' : 'no mask'}, ` +
+      `${(result.flops / 1e6).toFixed(1)} MFLOP per call; the median of repeated runs in a worker ` +
+      `(backend ${backend.arch}, ${backend.threads} thread${backend.threads > 1 ? 's' : ''}).`);
     els.status.textContent = 'Done.';
     els.root.dataset.state = 'done';
     onResult?.(result);

@@ -259,8 +259,12 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   constexpr int64_t kMaxLength = int64_t(1) << 23;
   if (p.Lq > kMaxLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lq));
   if (p.Lk > kMaxLength) fail("k", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lk));
-  // Scratch the kernel allocates per key/value head: padded copies of K and V.
-  checked_mul(p.Lk + 256, p.D + p.Dv + 64, "k");
+  // Scratch the kernel allocates per worker: padded copies of K and V of one head. Too much for
+  // the address space is the same condition as a failed allocation, and is named the same way.
+  int64_t scratch = 0;
+  if (__builtin_mul_overflow(p.Lk + 256, p.D + p.Dv + 64, &scratch) || scratch > kMaxBytes / int64_t(sizeof(float)))
+    fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x ",
+                       p.D + p.Dv, " floats) does not fit in the address space"));
   return p;
 }
 

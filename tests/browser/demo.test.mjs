@@ -89,7 +89,12 @@ async function pixel(page, canvasId, name, i, j) {
     const ratio = canvas.width / g.width;
     const x = Math.round((g.x0 + j * g.cell + g.cell * 0.2) * ratio);  // off-centre: avoid the cell's text
     const y = Math.round((g.y0 + i * g.cell + g.cell * 0.2) * ratio);
-    return Array.from(canvas.getContext('2d').getImageData(x, y, 1, 1).data);
+    // Read through a copy made for reading, so the page's canvas is not slowed (or warned about).
+    const probe = document.createElement('canvas');
+    probe.width = probe.height = 1;
+    const ctx = probe.getContext('2d', { willReadFrequently: true });
+    ctx.drawImage(canvas, x, y, 1, 1, 0, 0, 1, 1);
+    return Array.from(ctx.getImageData(0, 0, 1, 1).data);
   }, { canvasId, name, i, j });
 }
 const isGrey = ([r, g, b]) => Math.abs(r - g) < 14 && Math.abs(g - b) < 14 && r < 215 && r > 100;
@@ -152,6 +157,16 @@ test('the page loads maskattn with no console errors, failed or external request
       assert.equal(num(v.weights[i][j]), 0);
     }
   }
+  // The call is shown, and the weights as a table (masked cells say so).
+  assert.match(await page.locator('#call').textContent(), /ma\.attention\(q, k, v, \{[\s\S]*causal: true,/);
+  await page.click('#table-details summary');
+  await page.waitForSelector('#weights-table table');
+  assert.equal(await page.locator('#weights-table td.masked').count(), 15);
+  // The scalar build draws the same picture (same masking decisions, same numbers up to rounding).
+  const scalar = await act(page, () => page.selectOption('#build', 'scalar'));
+  assert.match(await page.locator('#backend').textContent(), /scalar · 1 lane/);
+  assert.deepEqual(scalar.mask, v.mask);
+  scalar.weights.forEach((row, i) => row.forEach((w, j) => assert.ok(Math.abs(num(w) - num(v.weights[i][j])) < 1e-6)));
   await page.close();
   assert.deepEqual(problems.slice(before), []);
 });
@@ -339,6 +354,9 @@ test('the performance panel times SIMD128, scalar and plain JS, with progress', 
 test('desktop and phone screenshots; no sideways scrolling on a phone', async () => {
   const before = problems.length;
   const page = await openDemo();
+  await page.selectOption('#perf-preset', '1x4x128x64');
+  await page.click('#perf-run');
+  await page.waitForSelector('#perf[data-state="done"]', { timeout: 40000 });
   const p = await cellPoint(page, 'weights-canvas', 'weights', 3, 2);
   await page.mouse.move(p.x, p.y);
   await page.waitForSelector('#weights-tooltip:not([hidden])');

@@ -63,7 +63,8 @@ function throwsArg(fn, Type, argument, ...patterns) {
   }
   assert.ok(caught, `expected a ${Type.name} for ${argument}, nothing was thrown`);
   assert.ok(caught instanceof Type, `expected a ${Type.name} for ${argument}, got ${caught?.name}: ${caught?.message}`);
-  assert.ok(caught instanceof Error);
+  assert.ok(caught instanceof (Type === TypeError ? MaskAttnTypeError : MaskAttnRangeError), 'the library\'s own error class');
+  assert.equal(caught.name, Type.name);
   assert.equal(caught.argument, argument, `argument of "${caught.message}"`);
   for (const p of patterns) {
     const ok = p instanceof RegExp ? p.test(caught.message) : caught.message.includes(p);
@@ -180,9 +181,20 @@ test('init is idempotent: one instance per build; auto picks SIMD128 here', asyn
   assert.ok(a instanceof MaskAttn);
 });
 
-test('init rejects bad options', () => {
-  throwsArg(() => init({ simd: 'yes' }), TypeError, 'simd', 'yes');
-  throwsArg(() => init(42), TypeError, 'options', '42');
+test('init rejects bad options (a throw or a rejected promise)', async () => {
+  const fails = async (fn, argument, text) => {
+    let error = null;
+    try {
+      await fn();
+    } catch (e) {
+      error = e;
+    }
+    assert.ok(error instanceof TypeError, `TypeError for ${argument}, got ${error}`);
+    assert.equal(error.argument, argument);
+    assert.ok(error.message.includes(text), error.message);
+  };
+  await fails(() => init({ simd: 'yes' }), 'simd', 'yes');
+  await fails(() => init(42), 'options', '42');
 });
 
 // A fresh copy of the module (its own instance cache): Node keys ES modules by URL, query included.

@@ -1,0 +1,24 @@
+// The README's JavaScript example runs as written (with 'maskattn' resolved to this checkout).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+test('README JavaScript example runs and prints the documented results', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const match = /<!-- example: js -->\s*```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(match, 'README has a js example after <!-- example: js -->');
+  const entry = pathToFileURL(join(root, 'js/index.js')).href;
+  const code = match[1].replaceAll("from 'maskattn'", `from '${entry}'`);
+  const dir = mkdtempSync(join(tmpdir(), 'maskattn-readme-'));
+  writeFileSync(join(dir, 'example.mjs'), code);
+  const out = execFileSync(process.execPath, [join(dir, 'example.mjs')], { encoding: 'utf8' });
+  assert.match(out, /arch: 'simd128'/);
+  assert.match(out, /\[ 2, 4, 6, 8 \]/);
+  assert.match(out, /RangeError keyLengths\[0\] .*9/);
+});
