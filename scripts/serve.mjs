@@ -66,7 +66,7 @@ function resolve(urlPath, root) {
   if (rel.includes('\0')) return null;
   rel = path.posix.normalize(rel).replace(/^\/+/, '');
   if (rel.split('/').includes('..')) return null;
-  if (rel === '' ) return null;
+  if (rel === '') return null;
   if (rel === 'web' || rel.endsWith('/')) rel = path.posix.join(rel, 'index.html');
   const top = rel.split('/')[0];
   if (!DIRS.includes(top) && !FILES.includes(rel)) return null;

@@ -189,14 +189,11 @@ export class Heatmap {
     return g.x0 + j * g.cell + (this.spec.gapBeforeCol != null && j >= this.spec.gapBeforeCol ? g.gap : 0);
   }
 
-  /** Cell geometry in CSS pixels, for tests and tooltips. */
+  /** Cell geometry in CSS pixels (tests read it through window.__maskattnDemo.heatmaps). */
   geometry() {
     if (!this.geom) return null;
     const { x0, y0, cell, width, height } = this.geom;
     return { x0, y0, cell, width, height, rows: this.spec.rows, cols: this.spec.cols, gapBeforeCol: this.spec.gapBeforeCol ?? null };
-  }
-  cellCenter(i, j) {
-    return { x: this._x(j) + this.geom.cell / 2, y: this.geom.y0 + i * this.geom.cell + this.geom.cell / 2 };
   }
 
   draw() {

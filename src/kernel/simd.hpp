@@ -43,8 +43,13 @@ struct Simd {
   using M = xsimd::batch_bool<float, Arch>;
   using I = xsimd::batch<int32_t, Arch>;
   static constexpr int W = int(V::size);
-  // Architectural vector registers; the register-blocked tiles are sized from it.
+  // Vector registers the tiles may use. WebAssembly runs on x64's 16 XMM registers, of which V8
+  // keeps one as scratch, and without FMA every product needs a temporary: budget fewer there.
+#if defined(__wasm__)
+  static constexpr int kRegisters = 12;
+#else
   static constexpr int kRegisters = W >= 16 ? 32 : 16;
+#endif
 
   static V load(const float* p) { return V::load_unaligned(p); }
   static void store(float* p, const V& x) { x.store_unaligned(p); }
