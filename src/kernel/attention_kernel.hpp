@@ -380,39 +380,80 @@ class FusedAttention {
   }
 
   // Turns raw dot products into natural-unit logits in place (scale, softcap, ALiBi, bias, masks;
-  // -inf where masked) and returns the row maximum.
+  // -inf where masked) and returns the row maximum. Each feature is a branch-free pass chosen
+  // once per row; the common case (no ALiBi, no bias) is one fused loop.
   float logits_row(float* srow, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
                    bool masked, const float* valid, const float* bias_tile,
                    const float* bias_row, bool& has_key) const {
-    const V iota = S::iota();
     const bool softcap = p_.softcap > 0;
-    const V scale = S::splat(softcap ? p_.scale / p_.softcap : p_.scale);
-    const V cap = S::splat(p_.softcap);
     const bool alibi = p_.alibi_slopes != nullptr;
-    const V neg_slope = S::splat(alibi ? -p_.alibi_slopes[h] : 0.0f);
-    const float diag = float(i + p_.diagonal_offset(b) - j0);  // d(i) - j0
-    const int64_t bias_step = p_.bias.strides[3];
+    const bool bias = bias_tile || bias_row;
+    if (!alibi && !bias) {
+      if (!masked) return softcap ? mask_max<false, false, true, true>(srow, j0, keys, valid, has_key)
+                                  : mask_max<false, false, true, false>(srow, j0, keys, valid, has_key);
+      if (valid) return softcap ? mask_max<true, true, true, true>(srow, j0, keys, valid, has_key)
+                                : mask_max<true, true, true, false>(srow, j0, keys, valid, has_key);
+      return softcap ? mask_max<true, false, true, true>(srow, j0, keys, valid, has_key)
+                     : mask_max<true, false, true, false>(srow, j0, keys, valid, has_key);
+    }
+    if (softcap) scale_row<true>(srow);
+    else scale_row<false>(srow);
+    if (alibi) alibi_row(srow, -p_.alibi_slopes[h], float(i + p_.diagonal_offset(b) - j0));
+    if (bias_tile) add_row(srow, bias_tile);
+    else if (bias_row && p_.bias.strides[3]) add_row(srow, bias_row + j0);
+    else if (bias_row) add_scalar(srow, bias_row[0]);
+    if (!masked) return mask_max<false, false, false, false>(srow, j0, keys, valid, has_key);
+    if (valid) return mask_max<true, true, false, false>(srow, j0, keys, valid, has_key);
+    return mask_max<true, false, false, false>(srow, j0, keys, valid, has_key);
+  }
+
+  // s = scale * dot, or softcap * tanh(dot * scale / softcap).
+  template <bool Softcap>
+  void scale_row(float* srow) const {
+    const V scale = S::splat(Softcap ? p_.scale / p_.softcap : p_.scale), cap = S::splat(p_.softcap);
+    for (int c = 0; c < KT; c += W) {
+      const V x = S::load(srow + c) * scale;
+      S::store(srow + c, Softcap ? cap * S::tanh(x) : x);
+    }
+  }
+  // s += -slope * |d(i) - j|, with diag = d(i) - j0.
+  void alibi_row(float* srow, float neg_slope, float diag) const {
+    const V iota = S::iota(), slope = S::splat(neg_slope), d = S::splat(diag);
+    for (int c = 0; c < KT; c += W)
+      S::store(srow + c, S::fma(S::abs(d - (S::splat(float(c)) + iota)), slope, S::load(srow + c)));
+  }
+  void add_row(float* srow, const float* values) const {
+    for (int c = 0; c < KT; c += W) S::store(srow + c, S::load(srow + c) + S::load(values + c));
+  }
+  void add_scalar(float* srow, float value) const {
+    const V x = S::splat(value);
+    for (int c = 0; c < KT; c += W) S::store(srow + c, S::load(srow + c) + x);
+  }
+
+  // The last pass: optional scaling (when nothing else was to be added), the key intervals and
+  // element-wise mask of a mixed tile (-inf outside), and the row maximum.
+  template <bool Masked, bool Valid, bool Scale, bool Softcap>
+  float mask_max(float* srow, int64_t j0, const RowKeys& keys, const float* valid, bool& has_key) const {
+    const V iota = S::iota();
+    const V scale = S::splat(Softcap ? p_.scale / p_.softcap : p_.scale), cap = S::splat(p_.softcap);
     const V lo = S::splat(float(keys.lo - j0)), hi = S::splat(float(keys.hi - j0));
     const V prefix_end = S::splat(float(keys.prefix_end - j0));
     V mx = S::splat(kNegInf);
     M seen = S::splat(0.0f) != S::splat(0.0f);
     for (int c = 0; c < KT; c += W) {
       V x = S::load(srow + c);
-      x = softcap ? cap * S::tanh(x * scale) : x * scale;
-      const V j = S::splat(float(c)) + iota;  // key index relative to j0
-      if (alibi) x = S::fma(S::abs(S::splat(diag) - j), neg_slope, x);
-      if (bias_tile) x = x + S::load(bias_tile + c);
-      else if (bias_row) x = x + (bias_step ? S::load(bias_row + j0 + c) : S::splat(bias_row[0]));
-      if (masked) {
+      if constexpr (Scale) x = Softcap ? cap * S::tanh(x * scale) : x * scale;
+      if constexpr (Masked) {
+        const V j = S::splat(float(c)) + iota;  // key index relative to j0
         M allow = ((j >= lo) & (j < hi)) | (j < prefix_end);
-        if (valid) allow = allow & (S::load(valid + c) != S::splat(0.0f));
+        if constexpr (Valid) allow = allow & (S::load(valid + c) != S::splat(0.0f));
         seen = seen | allow;
         x = S::select(allow, x, S::splat(kNegInf));
       }
       S::store(srow + c, x);
       mx = S::max_keep_nan(mx, x);
     }
-    if (masked && S::any(seen)) has_key = true;
+    if (Masked && S::any(seen)) has_key = true;
     return S::hmax(mx);
   }
 
