@@ -404,7 +404,10 @@ inline Tensor random_tensor(Rng& rng, Storage s, int64_t B, int64_t H, int64_t L
 //
 // Policy (docs/semantics.md "Numbers", after FlashAttention's test suite): let e32 be the largest
 // |naive fp32 - fp64| over the tensor, where "naive fp32" is reference_attention(...,
-// Precision::fp32) on the same inputs. The kernel passes when, element by element,
+// Precision::fp32) on the same inputs (a naive loop may sum in any order: callers can pass the
+// worst of several orders, as test_differential.cpp does with three orders over D, so that the
+// kernel's own order is judged against a fair sample rather than one lucky rounding). The kernel
+// passes when, element by element,
 //   |kernel - fp64| <= max(2 * e32, floor)
 // - 2 * e32: the kernel may reorder sums (tiles, SIMD lanes, online rescaling) but must not lose
 //   more than one extra naive implementation's worth of accuracy;

@@ -41,9 +41,15 @@ inline namespace MASKATTN_KERNEL_NS {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+#if defined(__GNUC__) && defined(__wasm__)
+#define MASKATTN_NOINLINE __attribute__((noinline))
+#else
+#define MASKATTN_NOINLINE
+#endif
+
 enum class TileClass : uint8_t { skip, full, mixed };
 
-// Calls f(first_vector, integral_constant<NC>) over `count` vectors in chunks of NC, then 1.
+// Calls f(first, integral_constant<NC>) over `count` items in chunks of NC, then 1 at a time.
 template <int NC, class F>
 inline void for_vector_chunks(int count, F&& f) {
   int c = 0;
@@ -67,14 +73,14 @@ class FusedAttention {
   static constexpr int NV = W == 1 ? 4 : 2;
   static constexpr int PANEL = NV * W;  // keys per packed K panel
   static constexpr int KT = 64;         // keys per tile
-  static constexpr int ROW_NV = 4;      // value vectors per chunk in row-wise P·V
   // Register blocks per query super-block: each packed K/V tile is used by NB * MR rows while it
   // is in L1/L2, instead of streaming all of K and V from L3 for every MR rows.
   static constexpr int NB = 4;
   static_assert(KT % PANEL == 0, "a key tile holds whole panels");
 
   explicit FusedAttention(const Problem& p) : p_(p) {
-    dv_vectors_ = int((p.Dv + W - 1) / W);
+    // Value rows padded to whole NV-vector panels: the P·V micro-tile needs no tail case.
+    dv_vectors_ = int((p.Dv + PANEL - 1) / PANEL) * NV;
     dv_pad_ = int64_t(dv_vectors_) * W;
     tiles_ = (p.Lk + KT - 1) / KT;
     elementwise_ = p.allowed || p.bias || p.query_segments;
@@ -141,11 +147,16 @@ class FusedAttention {
         for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = 0.0f;
       }
     }
-    float* vp = ws.vpack.data() + t * KT * dv_pad_;  // [KT][dv_pad]
-    for (int64_t jj = 0; jj < KT; ++jj) {
-      float* dst = vp + jj * dv_pad_;
-      if (jj < n && p_.Dv > 0) std::memcpy(dst, v + (j0 + jj) * p_.vs.l, sizeof(float) * p_.Dv);
-      std::fill(dst + (jj < n ? p_.Dv : 0), dst + dv_pad_, 0.0f);
+    // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
+    float* vp = ws.vpack.data() + t * KT * dv_pad_;
+    for (int64_t jj = 0; jj < KT; ++jj) {  // each source row read once, in order
+      const float* src = v + (j0 + jj) * p_.vs.l;
+      for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
+        const int64_t width = jj < n ? std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0)) : 0;
+        float* dst = vp + (c0 / PANEL) * KT * PANEL + jj * PANEL;
+        for (int64_t c = 0; c < width; ++c) dst[c] = src[c0 + c];
+        for (int64_t c = width; c < PANEL; ++c) dst[c] = 0.0f;
+      }
     }
   }
 
@@ -327,7 +338,7 @@ class FusedAttention {
   }
 
   // S[MR][PANEL] = Q_block · K_panelᵀ, accumulators in registers across all of D.
-  void qk_panel(const float* qb, const float* kpanel, float* s) const {
+  MASKATTN_NOINLINE void qk_panel(const float* qb, const float* kpanel, float* s) const {
     V acc[MR][NV];
     for (int r = 0; r < MR; ++r)
       for (int c = 0; c < NV; ++c) acc[r][c] = S::splat(0.0f);
@@ -381,8 +392,9 @@ class FusedAttention {
 
   // Turns raw dot products into natural-unit logits in place (scale, softcap, ALiBi, bias, masks;
   // -inf where masked) and returns the row maximum. Each feature is a branch-free pass chosen
-  // once per row; the common case (no ALiBi, no bias) is one fused loop.
-  float logits_row(float* srow, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
+  // once per row; the common case (no ALiBi, no bias) is one fused loop. Out of line: inlined, its
+  // variants made key_tile large enough that the micro-tiles around it compiled ~15% slower in wasm.
+  MASKATTN_NOINLINE float logits_row(float* srow, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
                    bool masked, const float* valid, const float* bias_tile,
                    const float* bias_row, bool& has_key) const {
     const bool softcap = p_.softcap > 0;
@@ -458,12 +470,20 @@ class FusedAttention {
   }
 
   // Online softmax update of row r with this tile's logits; leaves p = e^(x - m) in srow.
-  void online_softmax_row(float* o, Rows& rows, int r, float* srow, float rowmax) const {
+  MASKATTN_NOINLINE void online_softmax_row(float* o, Rows& rows, int r, float* srow, float rowmax) const {
     const float m_old = rows.m[r];
-    const float m_new = rowmax < m_old ? m_old : rowmax;  // keeps a NaN rowmax
-    if (m_new == kNegInf) {  // every key so far masked: weights stay 0, avoid -inf - -inf
-      std::fill(srow, srow + KT, 0.0f);
-      return;
+    // NaN is sticky: once a row has seen a NaN logit its max stays NaN, so the row ends NaN.
+    float m_new = (m_old != m_old || rowmax < m_old) ? m_old : rowmax;
+    if (m_new == kNegInf) {
+      // The max saw only -inf, but a NaN logit also loses every comparison: if there is one, the
+      // row's result is NaN (NaN in attended data propagates). Rare path, so a plain scan.
+      bool nan = false;
+      for (int c = 0; c < KT; ++c) nan = nan || srow[c] != srow[c];
+      if (!nan) {  // every key so far masked: weights stay 0, and no -inf - -inf
+        std::fill(srow, srow + KT, 0.0f);
+        return;
+      }
+      m_new = std::numeric_limits<float>::quiet_NaN();
     }
     const V log2e = S::splat(kLog2e);
     V sum = S::splat(0.0f);
@@ -482,24 +502,24 @@ class FusedAttention {
     }
   }
 
-  // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x NC value vectors.
-  void pv_block(float* oacc, const float* pmat, const float* vtile) const {
-    for_vector_chunks<NV>(dv_vectors_, [&](int v0, auto nc_tag) {
-      constexpr int NC = decltype(nc_tag)::value;
-      V acc[MR][NC];
+  // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x one V panel (NV vectors).
+  MASKATTN_NOINLINE void pv_block(float* oacc, const float* pmat, const float* vtile) const {
+    for (int v0 = 0; v0 < dv_vectors_; v0 += NV) {
+      const float* vpanel = vtile + (v0 / NV) * KT * PANEL;
+      V acc[MR][NV];
       for (int r = 0; r < MR; ++r)
-        for (int c = 0; c < NC; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
+        for (int c = 0; c < NV; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
       for (int j = 0; j < KT; ++j) {
-        V vv[NC];
-        for (int c = 0; c < NC; ++c) vv[c] = S::load(vtile + j * dv_pad_ + (v0 + c) * W);
+        V vv[NV];
+        for (int c = 0; c < NV; ++c) vv[c] = S::load(vpanel + j * PANEL + c * W);
         for (int r = 0; r < MR; ++r) {
           const V pj = S::splat(pmat[r * KT + j]);
-          for (int c = 0; c < NC; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
+          for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
         }
       }
       for (int r = 0; r < MR; ++r)
-        for (int c = 0; c < NC; ++c) S::store(oacc + r * dv_pad_ + (v0 + c) * W, acc[r][c]);
-    });
+        for (int c = 0; c < NV; ++c) S::store(oacc + r * dv_pad_ + (v0 + c) * W, acc[r][c]);
+    }
   }
 
   // Row r of a mixed tile: only keys the row may attend are read, so masked V (padding, future
@@ -528,18 +548,23 @@ class FusedAttention {
     const float* prow = ws.scores.data() + r * KT;
     const float* valid = elementwise ? ws.valid.data() + r * KT : nullptr;
     const float* vtile = ws.vpack.data() + t * KT * dv_pad_;
-    for_vector_chunks<ROW_NV>(dv_vectors_, [&](int v0, auto nc_tag) {
-      constexpr int NC = decltype(nc_tag)::value;
-      V acc[NC];
-      for (int c = 0; c < NC; ++c) acc[c] = S::load(o + (v0 + c) * W);
+    // Two V panels per pass over the keys (one for an odd last panel).
+    for_vector_chunks<2>(dv_vectors_ / NV, [&](int p0, auto np_tag) {
+      constexpr int NP = decltype(np_tag)::value;
+      V acc[NP][NV];
+      for (int q = 0; q < NP; ++q)
+        for (int c = 0; c < NV; ++c) acc[q][c] = S::load(o + ((p0 + q) * NV + c) * W);
       for (int k = 0; k < n_ranges; ++k) {
         for (int64_t j = ranges[k][0]; j < ranges[k][1]; ++j) {
           if (valid && valid[j] == 0.0f) continue;
           const V pj = S::splat(prow[j]);
-          for (int c = 0; c < NC; ++c) acc[c] = S::fma(pj, S::load(vtile + j * dv_pad_ + (v0 + c) * W), acc[c]);
+          for (int q = 0; q < NP; ++q)
+            for (int c = 0; c < NV; ++c)
+              acc[q][c] = S::fma(pj, S::load(vtile + (p0 + q) * KT * PANEL + j * PANEL + c * W), acc[q][c]);
         }
       }
-      for (int c = 0; c < NC; ++c) S::store(o + (v0 + c) * W, acc[c]);
+      for (int q = 0; q < NP; ++q)
+        for (int c = 0; c < NV; ++c) S::store(o + ((p0 + q) * NV + c) * W, acc[q][c]);
     });
   }
 
@@ -577,10 +602,14 @@ class FusedAttention {
       for (int64_t c = 0; c < p_.Dv; ++c) out[c] = o[c] * inv_l;
       if (lse) *lse = m + std::log(l);
       if (w) {
-        const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l);
+        // Masked pairs (logit -inf) are exactly 0, also in a row whose max is NaN.
+        const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
         int64_t j = 0;
-        for (; j + W <= p_.Lk; j += W) S::store(w + j, S::exp2((S::load(w + j) - mv) * log2e) * scale);
-        for (; j < p_.Lk; ++j) w[j] = Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
+        for (; j + W <= p_.Lk; j += W) {
+          const V x = S::load(w + j);
+          S::store(w + j, S::select(x == ninf, S::splat(0.0f), S::exp2((x - mv) * log2e) * scale));
+        }
+        for (; j < p_.Lk; ++j) w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
       }
     }
   }

@@ -64,13 +64,16 @@ struct Simd {
     for (int i = 0; i < W; ++i) lanes[i] = float(i);
     return V::load_aligned(lanes);
   }
-  // Lane-wise maximum that keeps a NaN of `x` (comparison is false for NaN).
+  // Lane-wise running maximum that takes a NaN `x` (the comparison is false for NaN). A NaN already
+  // in `acc` may be replaced: the kernel does not rely on the max to carry NaN, the row sum does.
+  // (Do not test NaN with `x != x` here: xsimd 8.1's AVX `!=` is an ordered compare, false for NaN.)
   static V max_keep_nan(const V& acc, const V& x) { return xsimd::select(x < acc, acc, x); }
   static float hmax(const V& x) {
     alignas(64) float lanes[W];
     x.store_aligned(lanes);
     float m = lanes[0];
-    for (int i = 1; i < W; ++i) m = lanes[i] < m ? m : lanes[i];  // NaN-keeping like max_keep_nan
+    // A NaN lane may be dropped (this is a maxss chain); NaN reaches the row through its sum.
+    for (int i = 1; i < W; ++i) m = lanes[i] < m ? m : lanes[i];
     return m;
   }
   // Through memory: xsimd 8.1's avx512f hadd needs AVX512DQ.
