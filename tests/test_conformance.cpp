@@ -1236,8 +1236,8 @@ std::vector<ConformanceRow> mask_decision_rows() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 4. Work skipping (Options::stats). Only what holds for any query block size and any key tile
-// dividing 1024 is asserted.
+// 4. Work skipping (Options::stats). Only inequalities that hold for any query block size and any
+// key tile up to ~100 keys (targets differ, and tile shapes are tuned) are asserted.
 // ---------------------------------------------------------------------------------------------
 
 double fraction(int64_t part, const Stats& s) {
@@ -1260,16 +1260,18 @@ std::vector<ConformanceRow> work_skipping_rows() {
          EXPECT_LE(fraction(s.tiles_skipped, s), 0.65);
          EXPECT_LT(fraction(s.tiles_mixed, s), 0.15);
        }},
-      {"unmasked_1x1x512x64", "no rule: nothing skipped, nothing masked per element",
+      {"unmasked_1x1x256x1024", "no rule: nothing skipped; element-wise masking at most at the key tail",
        [](Problem& p, Rng&) {
-         p.dims(1, 1, 1, 512, 512, 64, 64);
+         p.dims(1, 1, 1, 256, 1024, 64, 64);
          p.want_weights = false;
          p.fp32_orders = 1;
        },
        [](const Stats& s) {
          EXPECT_GT(s.tiles_full, 0);
          EXPECT_EQ(s.tiles_skipped, 0);
-         EXPECT_EQ(s.tiles_mixed, 0);  // L = 512: any key tile dividing it is covered by every row
+         // Every row covers every key: only a partial last key tile (when the tile does not
+         // divide 1024, e.g. 60-key tiles) may be mixed, one per query block.
+         EXPECT_LT(fraction(s.tiles_mixed, s), 0.15);
        }},
       {"padded_batch_keylen_quarter", "key lengths L/4 in a padded batch: >= 60% of tiles skipped",
        [](Problem& p, Rng&) {

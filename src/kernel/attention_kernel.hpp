@@ -30,12 +30,6 @@
 #include "kernel/workspace.hpp"
 #include "mask/row_keys.hpp"
 
-
-
-
-
-
-
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
@@ -65,14 +59,17 @@ class FusedAttention {
   static constexpr int W = S::W;
 
  public:
-  // Register blocking: MR query rows x NV vectors fill about 3/4 of the register file with
-  // accumulators, leaving room for the NV operand loads and one broadcast. In WebAssembly (12
-  // usable registers, products need a temporary) 3 x 2 measured fastest: 2, 4, 5 and 6 rows were
-  // 15-40% slower in Node 20.
-  static constexpr int MR = S::kRegisters >= 32 ? 12 : W == 1 ? 4 : S::kRegisters < 16 ? 3 : 6;
-  static constexpr int NV = W == 1 ? 4 : 2;
-  static constexpr int PANEL = NV * W;  // keys per packed K panel
-  static constexpr int KT = 64;         // keys per tile
+  // Register blocking: MR query rows x NV vectors of accumulators fill about 3/4 of the register
+  // file, leaving room for the NV operand loads and a broadcast. Measured choices:
+  //   x86 (16 registers, 32 for AVX-512): 6 x 2 (12 x 2), 64-key tiles.
+  //   WebAssembly (12 usable: V8 keeps an XMM register and mul+add needs a temporary): 2 x 4 with
+  //   128-key tiles; in Node 20, 3x2, 4x2, 3x3, 2x3, 1x8 and 64-key tiles were 4-40% slower.
+  //   Scalar: 4 x 4.
+  static constexpr bool kWasmTuning = S::kRegisters < 16;
+  static constexpr int MR = S::kRegisters >= 32 ? 12 : W == 1 ? 4 : kWasmTuning ? 2 : 6;
+  static constexpr int NV = W == 1 ? 4 : kWasmTuning ? 4 : 2;
+  static constexpr int PANEL = NV * W;            // keys per packed K panel
+  static constexpr int KT = kWasmTuning ? 128 : 64;  // keys per tile
   // Register blocks per query super-block: each packed K/V tile is used by NB * MR rows while it
   // is in L1/L2, instead of streaming all of K and V from L3 for every MR rows.
   static constexpr int NB = 4;
