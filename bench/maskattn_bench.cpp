@@ -73,11 +73,14 @@ int main(int argc, char** argv) {
       {"dense 1x12x1024x128", 1, 12, 1024, 1024, 128, false},
       {"decode 1x32x1x4096x128", 1, 32, 1, 4096, 128, true},
   };
+  std::vector<std::string> tile_lines;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> U(-1, 1);
 #ifdef MASKATTN_BENCH_OPENBLAS
   openblas_set_num_threads(threads);
 #endif
+  std::printf("one core%s; time = best of several calls (%s); GFLOP/s counts 4*D flops per allowed pair\n",
+              threads > 1 ? "s" : "", cpu_time ? "thread CPU time" : "wall clock");
   std::printf("%-24s %-8s %10s %10s %10s\n", "case", "impl", "ms/call", "GFLOP/s", "vs peer");
   for (const Case& c : cases) {
     std::vector<float> q(size_t(c.B) * c.H * c.Lq * c.D), k(size_t(c.B) * c.H * c.Lk * c.D), v(k.size()), o(q.size());
@@ -110,9 +113,21 @@ int main(int argc, char** argv) {
         maskattn::attention(maskattn::bhld(q.data(), c.B, c.H, c.Lq, c.D), maskattn::bhld(k.data(), c.B, c.H, c.Lk, c.D),
                             maskattn::bhld(v.data(), c.B, c.H, c.Lk, c.D), maskattn::bhld(o.data(), c.B, c.H, c.Lq, c.D), opt);
       }, quick ? 0.2 : 1.0, cpu_time && threads == 1);
+      if (t == maskattn::best_target()) {  // the tile counters of this case (kernel-internal blocks)
+        maskattn::Stats stats;
+        opt.stats = &stats;
+        maskattn::attention(maskattn::bhld(q.data(), c.B, c.H, c.Lq, c.D), maskattn::bhld(k.data(), c.B, c.H, c.Lk, c.D),
+                            maskattn::bhld(v.data(), c.B, c.H, c.Lk, c.D), maskattn::bhld(o.data(), c.B, c.H, c.Lq, c.D), opt);
+        opt.stats = nullptr;
+        tile_lines.push_back(std::string(c.name) + " (" + maskattn::target_name(t) + "): skipped " +
+                             std::to_string(stats.tiles_skipped) + ", full " + std::to_string(stats.tiles_full) +
+                             ", mixed " + std::to_string(stats.tiles_mixed));
+      }
       char ratio[32] = "-";
       if (peer > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", peer / s);
       std::printf("%-24s %-8s %10.3f %10.1f %10s\n", c.name, maskattn::target_name(t), s * 1e3, flops / s * 1e-9, ratio);
     }
   }
+  std::printf("\ntile counters (query block x key tile):\n");
+  for (const auto& line : tile_lines) std::printf("  %s\n", line.c_str());
 }

@@ -5,6 +5,7 @@
 #include <emscripten/bind.h>
 
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -12,59 +13,66 @@
 
 namespace {
 
-// One call's arguments. Addresses are byte offsets into wasm memory (0 = absent); each tensor's
-// own logical dims [B, H, L, D] are passed so that the library's validation sees any mismatch;
-// `layout` 0 = bhld, 1 = blhd. Mask shapes are already 4-D (JS pads them).
+// One call's arguments, passed as a flat float64 block in wasm memory that JavaScript fills by
+// name: the field list below is the single definition of the layout, published to JS once by
+// callArgsLayout(). (Embind value_object conversion cost ~20 us per call, most of a small call.)
+// Addresses are byte offsets into wasm memory (0 = absent); each tensor's own logical dims
+// [B, H, L, D] are passed so that the library's validation sees any mismatch; layout 0 = bhld,
+// 1 = blhd. Mask shapes are already 4-D (JS pads them). Sizes are element counts.
+#define MASKATTN_CALL_FIELDS(X)                                                               \
+  X(q) X(k) X(v) X(out) X(qB) X(qH) X(qL) X(qD) X(kB) X(kH) X(kL) X(kD) X(vB) X(vH) X(vL)      \
+  X(vD) X(layout) X(qSize) X(kSize) X(vSize) X(outSize) X(hasScale) X(scale) X(causal)         \
+  X(align) X(keyLengths) X(queryLengths) X(allowed) X(allowedB) X(allowedH) X(allowedLq)        \
+  X(allowedLk) X(bias) X(biasB) X(biasH) X(biasLq) X(biasLk) X(windowLeft) X(windowRight)       \
+  X(prefix) X(querySegments) X(keySegments) X(alibiSlopes) X(softcap) X(fullyMasked)            \
+  X(weights) X(lse) X(stats)
+
 struct CallArgs {
-  uint32_t q = 0, k = 0, v = 0, out = 0;
-  int32_t qB = 0, qH = 0, qL = 0, qD = 0, kB = 0, kH = 0, kL = 0, kD = 0;
-  int32_t vB = 0, vH = 0, vL = 0, vD = 0, layout = 0;
-  double qSize = -1, kSize = -1, vSize = -1, outSize = -1;
-  bool hasScale = false;
-  double scale = 0;
-  bool causal = false;
-  int32_t align = 0;  // 0 bottom-right, 1 top-left
-  uint32_t keyLengths = 0, queryLengths = 0;
-  uint32_t allowed = 0;
-  int32_t allowedB = 1, allowedH = 1, allowedLq = 1, allowedLk = 1;
-  uint32_t bias = 0;
-  int32_t biasB = 1, biasH = 1, biasLq = 1, biasLk = 1;
-  double windowLeft = -1, windowRight = -1, prefix = 0;
-  uint32_t querySegments = 0, keySegments = 0, alibiSlopes = 0;
-  double softcap = 0;
-  int32_t fullyMasked = 0;  // 0 zero, 1 nan, 2 uniform
-  uint32_t weights = 0, lse = 0;
-  uint32_t stats = 0;  // 3 x float64: skipped, full, mixed
+#define MASKATTN_FIELD(name) double name;
+  MASKATTN_CALL_FIELDS(MASKATTN_FIELD)
+#undef MASKATTN_FIELD
 };
+
+std::string call_args_layout() {
+  std::string names;
+#define MASKATTN_NAME(name) names += (names.empty() ? "" : ",") + std::string(#name);
+  MASKATTN_CALL_FIELDS(MASKATTN_NAME)
+#undef MASKATTN_NAME
+  return names;
+}
 
 enum Status { kOk = 0, kRangeError = 1, kTypeError = 2, kOutOfMemory = 3, kInternal = 4 };
 std::string g_error_message, g_error_argument;
 
 template <class T>
-T* at(uint32_t address) { return reinterpret_cast<T*>(uintptr_t(address)); }
+T* at(double address) { return reinterpret_cast<T*>(uintptr_t(address)); }
+int32_t i32(double x) { return int32_t(x); }
 
-int attention(const CallArgs& a) {
+// `args` is the address of a CallArgs block.
+int attention(uint32_t args) {
+  CallArgs a;
+  std::memcpy(&a, reinterpret_cast<const void*>(uintptr_t(args)), sizeof a);
   using namespace maskattn;
   try {
     const Layout layout = a.layout == 1 ? Layout::blhd : Layout::bhld;
-    const ConstTensor q = make_tensor(at<const float>(a.q), layout, a.qB, a.qH, a.qL, a.qD, int64_t(a.qSize));
-    const ConstTensor k = make_tensor(at<const float>(a.k), layout, a.kB, a.kH, a.kL, a.kD, int64_t(a.kSize));
-    const ConstTensor v = make_tensor(at<const float>(a.v), layout, a.vB, a.vH, a.vL, a.vD, int64_t(a.vSize));
+    const ConstTensor q = make_tensor(at<const float>(a.q), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.qD), int64_t(a.qSize));
+    const ConstTensor k = make_tensor(at<const float>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize));
+    const ConstTensor v = make_tensor(at<const float>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize));
     // The output follows q (batch, heads, queries) and v (value dim); the library checks it too.
-    const MutableTensor out = make_tensor(at<float>(a.out), layout, a.qB, a.qH, a.qL, a.vD, int64_t(a.outSize));
+    const MutableTensor out = make_tensor(at<float>(a.out), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.vD), int64_t(a.outSize));
     Options o;
-    if (a.hasScale) o.scale = float(a.scale);
-    o.causal = a.causal;
+    if (a.hasScale != 0) o.scale = float(a.scale);
+    o.causal = a.causal != 0;
     o.align = a.align == 1 ? Align::top_left : Align::bottom_right;
-    if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(a.qB));
-    if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(a.qB));
-    if (a.allowed) o.allowed = make_mask(at<const uint8_t>(a.allowed), a.allowedB, a.allowedH, a.allowedLq, a.allowedLk);
-    if (a.bias) o.bias = make_mask(at<const float>(a.bias), a.biasB, a.biasH, a.biasLq, a.biasLk);
+    if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(i32(a.qB)));
+    if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(i32(a.qB)));
+    if (a.allowed) o.allowed = make_mask(at<const uint8_t>(a.allowed), i32(a.allowedB), i32(a.allowedH), i32(a.allowedLq), i32(a.allowedLk));
+    if (a.bias) o.bias = make_mask(at<const float>(a.bias), i32(a.biasB), i32(a.biasH), i32(a.biasLq), i32(a.biasLk));
     o.window = Window{int64_t(a.windowLeft), int64_t(a.windowRight)};
     o.prefix = int64_t(a.prefix);
-    if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(a.qB) * size_t(a.qL));
-    if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(a.qB) * size_t(a.kL));
-    if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(a.qH));
+    if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(i32(a.qB)) * size_t(i32(a.qL)));
+    if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(i32(a.qB)) * size_t(i32(a.kL)));
+    if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(i32(a.qH)));
     o.softcap = float(a.softcap);
     o.fully_masked = a.fullyMasked == 1 ? FullyMasked::nan : a.fullyMasked == 2 ? FullyMasked::uniform : FullyMasked::zero;
     Stats stats;
@@ -113,32 +121,10 @@ emscripten::val backend() {
 
 EMSCRIPTEN_BINDINGS(maskattn) {
   using namespace emscripten;
-  value_object<CallArgs>("CallArgs")
-      .field("q", &CallArgs::q).field("k", &CallArgs::k).field("v", &CallArgs::v).field("out", &CallArgs::out)
-      .field("qB", &CallArgs::qB).field("qH", &CallArgs::qH).field("qL", &CallArgs::qL).field("qD", &CallArgs::qD)
-      .field("kB", &CallArgs::kB).field("kH", &CallArgs::kH).field("kL", &CallArgs::kL).field("kD", &CallArgs::kD)
-      .field("vB", &CallArgs::vB).field("vH", &CallArgs::vH).field("vL", &CallArgs::vL).field("vD", &CallArgs::vD)
-      .field("layout", &CallArgs::layout)
-      .field("qSize", &CallArgs::qSize).field("kSize", &CallArgs::kSize)
-      .field("vSize", &CallArgs::vSize).field("outSize", &CallArgs::outSize)
-      .field("hasScale", &CallArgs::hasScale).field("scale", &CallArgs::scale)
-      .field("causal", &CallArgs::causal).field("align", &CallArgs::align)
-      .field("keyLengths", &CallArgs::keyLengths).field("queryLengths", &CallArgs::queryLengths)
-      .field("allowed", &CallArgs::allowed)
-      .field("allowedB", &CallArgs::allowedB).field("allowedH", &CallArgs::allowedH)
-      .field("allowedLq", &CallArgs::allowedLq).field("allowedLk", &CallArgs::allowedLk)
-      .field("bias", &CallArgs::bias)
-      .field("biasB", &CallArgs::biasB).field("biasH", &CallArgs::biasH)
-      .field("biasLq", &CallArgs::biasLq).field("biasLk", &CallArgs::biasLk)
-      .field("windowLeft", &CallArgs::windowLeft).field("windowRight", &CallArgs::windowRight)
-      .field("prefix", &CallArgs::prefix)
-      .field("querySegments", &CallArgs::querySegments).field("keySegments", &CallArgs::keySegments)
-      .field("alibiSlopes", &CallArgs::alibiSlopes).field("softcap", &CallArgs::softcap)
-      .field("fullyMasked", &CallArgs::fullyMasked)
-      .field("weights", &CallArgs::weights).field("lse", &CallArgs::lse).field("stats", &CallArgs::stats);
   // Same names as the JS API functions they serve (tfjs-backend-wasm style).
   function("attention", &attention);
   function("lastErrorMessage", &last_error_message);
   function("lastErrorArgument", &last_error_argument);
   function("backend", &backend);
+  function("callArgsLayout", &call_args_layout);
 }

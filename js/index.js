@@ -199,6 +199,11 @@ export class MaskAttn {
   constructor(module) {
     this._m = module;
     const info = module.backend();
+    // The call's argument block: float64 fields in the order the C++ side publishes. Allocated
+    // once; owned by this instance for the module's lifetime.
+    this._fields = Object.fromEntries(module.callArgsLayout().split(',').map((name, i) => [name, i]));
+    this._argsBytes = 8 * Object.keys(this._fields).length;
+    this._args = module._malloc(this._argsBytes) >>> 0;
     /** { simd, arch, lanes, threads, version } */
     this.backend = Object.freeze({ simd: info.simd, arch: info.arch, lanes: info.lanes, threads: info.threads, version: info.version });
   }
@@ -354,7 +359,7 @@ export class MaskAttn {
   _call(plan, ptr, masks, stats) {
     const a = plan.allowedShape ?? [1, 1, 1, 1];
     const b = plan.biasShape ?? [1, 1, 1, 1];
-    const status = this._m.attention({
+    const args = {
       q: ptr.q, k: ptr.k, v: ptr.v, out: ptr.out,
       qB: plan.q[0], qH: plan.q[1], qL: plan.q[2], qD: plan.q[3], kB: plan.k[0], kH: plan.k[1], kL: plan.k[2], kD: plan.k[3],
       vB: plan.v[0], vH: plan.v[1], vL: plan.v[2], vD: plan.v[3],
@@ -369,7 +374,14 @@ export class MaskAttn {
       querySegments: masks.querySegments, keySegments: masks.keySegments, alibiSlopes: masks.alibiSlopes,
       softcap: plan.softcap, fullyMasked: plan.fullyMasked,
       weights: ptr.weights, lse: ptr.lse, stats,
-    });
+    };
+    const block = new Float64Array(this._m.HEAPF64.buffer, this._args, this._argsBytes / 8);
+    block.fill(0);
+    for (const name in args) {
+      const value = args[name];
+      block[this._fields[name]] = typeof value === 'boolean' ? Number(value) : value;
+    }
+    const status = this._m.attention(this._args);
     if (status !== 0) {
       const cppArgument = this._m.lastErrorArgument();
       const argument = jsName(cppArgument);

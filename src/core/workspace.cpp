@@ -23,6 +23,13 @@ void Workspace::reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, in
 }
 
 WorkspacePool::WorkspacePool(int workers) : workspaces_(size_t(workers)) {}
+
+WorkspacePool& WorkspacePool::for_this_thread(int workers) {
+  thread_local WorkspacePool pool(0);
+  if (pool.size() < workers) pool.workspaces_.resize(size_t(workers));
+  for (int w = 0; w < workers; ++w) pool.workspaces_[size_t(w)].stats = Stats{};
+  return pool;
+}
 WorkspacePool::~WorkspacePool() = default;
 
 }  // namespace maskattn::detail

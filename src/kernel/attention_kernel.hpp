@@ -129,13 +129,21 @@ class FusedAttention {
     }
   }
 
+  // Keys of tile t actually computed: whole panels up to the last real key (the last tile of a
+  // short sequence is narrower than KT; a 16-key problem must not pay for a 128-key tile).
+  int tile_width(int64_t t) const {
+    const int64_t n = std::min<int64_t>(KT, p_.Lk - t * KT);
+    return int((n + PANEL - 1) / PANEL) * PANEL;
+  }
+
   void pack_tile(Workspace& ws, int64_t t) {
     ws.packed[t] = 1;
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
     const float* k = p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
     const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
+    const int kt = tile_width(t);
     float* kp = ws.kpack.data() + t * KT * p_.D;  // [KT / PANEL][D][PANEL]
-    for (int64_t jj = 0; jj < KT; ++jj) {
+    for (int64_t jj = 0; jj < kt; ++jj) {
       float* dst = kp + (jj / PANEL) * p_.D * PANEL + jj % PANEL;
       if (jj < n) {
         const float* src = k + (j0 + jj) * p_.ks.l;
@@ -146,7 +154,7 @@ class FusedAttention {
     }
     // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
     float* vp = ws.vpack.data() + t * KT * dv_pad_;
-    for (int64_t jj = 0; jj < KT; ++jj) {  // each source row read once, in order
+    for (int64_t jj = 0; jj < kt; ++jj) {  // each source row read once, in order
       const float* src = v + (j0 + jj) * p_.vs.l;
       for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
         const int64_t width = jj < n ? std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0)) : 0;
@@ -303,8 +311,9 @@ class FusedAttention {
     const int64_t j0 = t * KT;
     float* s = ws.scores.data();  // [MR][KT]
     const float* kp = ws.kpack.data() + t * KT * p_.D;
+    const int kt = tile_width(t);
     const float* qb = ws.qblock.data() + blk * MR * p_.D;
-    for (int c = 0; c < KT / PANEL; ++c) qk_panel(qb, kp + c * p_.D * PANEL, s + c * PANEL);
+    for (int c = 0; c < kt / PANEL; ++c) qk_panel(qb, kp + c * p_.D * PANEL, s + c * PANEL);
 
     const bool masked = cls == TileClass::mixed;
     const bool elementwise = masked && elementwise_;
@@ -316,7 +325,7 @@ class FusedAttention {
       const float* bias_row = nullptr;
       if (p_.bias) bias_row = elementwise ? ws.bias_tile.data() + r * KT : nullptr;
       const float* full_bias = (p_.bias && !elementwise) ? mask_row(p_.bias, b, h, i) : nullptr;
-      const float rowmax = logits_row(srow, j0, b, h, i, rows.keys[r], masked,
+      const float rowmax = logits_row(srow, kt, j0, b, h, i, rows.keys[r], masked,
                                       elementwise ? ws.valid.data() + r * KT : nullptr, bias_row,
                                       full_bias, rows.has_key[r]);
       if (!masked) rows.has_key[r] = true;
@@ -324,10 +333,10 @@ class FusedAttention {
         const int64_t n = std::min<int64_t>(KT, p_.Lk - j0);
         std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
       }
-      online_softmax_row(oacc + r * dv_pad_, rows, r, srow, rowmax);
+      online_softmax_row(oacc + r * dv_pad_, rows, r, srow, kt, rowmax);
     }
     if (cls == TileClass::full) {
-      pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_);
+      pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt);
     } else {
       for (int r = 0; r < MR; ++r)
         if (rows.active[r]) pv_row_masked(ws, oacc + r * dv_pad_, rows, r, t, elementwise);
@@ -391,65 +400,65 @@ class FusedAttention {
   // -inf where masked) and returns the row maximum. Each feature is a branch-free pass chosen
   // once per row; the common case (no ALiBi, no bias) is one fused loop. Out of line: inlined, its
   // variants made key_tile large enough that the micro-tiles around it compiled ~15% slower in wasm.
-  MASKATTN_NOINLINE float logits_row(float* srow, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
+  MASKATTN_NOINLINE float logits_row(float* srow, int kt, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
                    bool masked, const float* valid, const float* bias_tile,
                    const float* bias_row, bool& has_key) const {
     const bool softcap = p_.softcap > 0;
     const bool alibi = p_.alibi_slopes != nullptr;
     const bool bias = bias_tile || bias_row;
     if (!alibi && !bias) {
-      if (!masked) return softcap ? mask_max<false, false, true, true>(srow, j0, keys, valid, has_key)
-                                  : mask_max<false, false, true, false>(srow, j0, keys, valid, has_key);
-      if (valid) return softcap ? mask_max<true, true, true, true>(srow, j0, keys, valid, has_key)
-                                : mask_max<true, true, true, false>(srow, j0, keys, valid, has_key);
-      return softcap ? mask_max<true, false, true, true>(srow, j0, keys, valid, has_key)
-                     : mask_max<true, false, true, false>(srow, j0, keys, valid, has_key);
+      if (!masked) return softcap ? mask_max<false, false, true, true>(srow, kt, j0, keys, valid, has_key)
+                                  : mask_max<false, false, true, false>(srow, kt, j0, keys, valid, has_key);
+      if (valid) return softcap ? mask_max<true, true, true, true>(srow, kt, j0, keys, valid, has_key)
+                                : mask_max<true, true, true, false>(srow, kt, j0, keys, valid, has_key);
+      return softcap ? mask_max<true, false, true, true>(srow, kt, j0, keys, valid, has_key)
+                     : mask_max<true, false, true, false>(srow, kt, j0, keys, valid, has_key);
     }
-    if (softcap) scale_row<true>(srow);
-    else scale_row<false>(srow);
-    if (alibi) alibi_row(srow, -p_.alibi_slopes[h], float(i + p_.diagonal_offset(b) - j0));
-    if (bias_tile) add_row(srow, bias_tile);
-    else if (bias_row && p_.bias.strides[3]) add_row(srow, bias_row + j0);
-    else if (bias_row) add_scalar(srow, bias_row[0]);
-    if (!masked) return mask_max<false, false, false, false>(srow, j0, keys, valid, has_key);
-    if (valid) return mask_max<true, true, false, false>(srow, j0, keys, valid, has_key);
-    return mask_max<true, false, false, false>(srow, j0, keys, valid, has_key);
+    if (softcap) scale_row<true>(srow, kt);
+    else scale_row<false>(srow, kt);
+    if (alibi) alibi_row(srow, kt, -p_.alibi_slopes[h], float(i + p_.diagonal_offset(b) - j0));
+    if (bias_tile) add_row(srow, kt, bias_tile);
+    else if (bias_row && p_.bias.strides[3]) add_row(srow, kt, bias_row + j0);
+    else if (bias_row) add_scalar(srow, kt, bias_row[0]);
+    if (!masked) return mask_max<false, false, false, false>(srow, kt, j0, keys, valid, has_key);
+    if (valid) return mask_max<true, true, false, false>(srow, kt, j0, keys, valid, has_key);
+    return mask_max<true, false, false, false>(srow, kt, j0, keys, valid, has_key);
   }
 
   // s = scale * dot, or softcap * tanh(dot * scale / softcap).
   template <bool Softcap>
-  void scale_row(float* srow) const {
+  void scale_row(float* srow, int kt) const {
     const V scale = S::splat(Softcap ? p_.scale / p_.softcap : p_.scale), cap = S::splat(p_.softcap);
-    for (int c = 0; c < KT; c += W) {
+    for (int c = 0; c < kt; c += W) {
       const V x = S::load(srow + c) * scale;
       S::store(srow + c, Softcap ? cap * S::tanh(x) : x);
     }
   }
   // s += -slope * |d(i) - j|, with diag = d(i) - j0.
-  void alibi_row(float* srow, float neg_slope, float diag) const {
+  void alibi_row(float* srow, int kt, float neg_slope, float diag) const {
     const V iota = S::iota(), slope = S::splat(neg_slope), d = S::splat(diag);
-    for (int c = 0; c < KT; c += W)
+    for (int c = 0; c < kt; c += W)
       S::store(srow + c, S::fma(S::abs(d - (S::splat(float(c)) + iota)), slope, S::load(srow + c)));
   }
-  void add_row(float* srow, const float* values) const {
-    for (int c = 0; c < KT; c += W) S::store(srow + c, S::load(srow + c) + S::load(values + c));
+  void add_row(float* srow, int kt, const float* values) const {
+    for (int c = 0; c < kt; c += W) S::store(srow + c, S::load(srow + c) + S::load(values + c));
   }
-  void add_scalar(float* srow, float value) const {
+  void add_scalar(float* srow, int kt, float value) const {
     const V x = S::splat(value);
-    for (int c = 0; c < KT; c += W) S::store(srow + c, S::load(srow + c) + x);
+    for (int c = 0; c < kt; c += W) S::store(srow + c, S::load(srow + c) + x);
   }
 
   // The last pass: optional scaling (when nothing else was to be added), the key intervals and
   // element-wise mask of a mixed tile (-inf outside), and the row maximum.
   template <bool Masked, bool Valid, bool Scale, bool Softcap>
-  float mask_max(float* srow, int64_t j0, const RowKeys& keys, const float* valid, bool& has_key) const {
+  float mask_max(float* srow, int kt, int64_t j0, const RowKeys& keys, const float* valid, bool& has_key) const {
     const V iota = S::iota();
     const V scale = S::splat(Softcap ? p_.scale / p_.softcap : p_.scale), cap = S::splat(p_.softcap);
     const V lo = S::splat(float(keys.lo - j0)), hi = S::splat(float(keys.hi - j0));
     const V prefix_end = S::splat(float(keys.prefix_end - j0));
     V mx = S::splat(kNegInf);
     M seen = S::splat(0.0f) != S::splat(0.0f);
-    for (int c = 0; c < KT; c += W) {
+    for (int c = 0; c < kt; c += W) {
       V x = S::load(srow + c);
       if constexpr (Scale) x = Softcap ? cap * S::tanh(x * scale) : x * scale;
       if constexpr (Masked) {
@@ -467,7 +476,7 @@ class FusedAttention {
   }
 
   // Online softmax update of row r with this tile's logits; leaves p = e^(x - m) in srow.
-  MASKATTN_NOINLINE void online_softmax_row(float* o, Rows& rows, int r, float* srow, float rowmax) const {
+  MASKATTN_NOINLINE void online_softmax_row(float* o, Rows& rows, int r, float* srow, int kt, float rowmax) const {
     const float m_old = rows.m[r];
     // NaN is sticky: once a row has seen a NaN logit its max stays NaN, so the row ends NaN.
     float m_new = (m_old != m_old || rowmax < m_old) ? m_old : rowmax;
@@ -475,16 +484,16 @@ class FusedAttention {
       // The max saw only -inf, but a NaN logit also loses every comparison: if there is one, the
       // row's result is NaN (NaN in attended data propagates). Rare path, so a plain scan.
       bool nan = false;
-      for (int c = 0; c < KT; ++c) nan = nan || srow[c] != srow[c];
+      for (int c = 0; c < kt; ++c) nan = nan || srow[c] != srow[c];
       if (!nan) {  // every key so far masked: weights stay 0, and no -inf - -inf
-        std::fill(srow, srow + KT, 0.0f);
+        std::fill(srow, srow + kt, 0.0f);
         return;
       }
       m_new = std::numeric_limits<float>::quiet_NaN();
     }
     const V log2e = S::splat(kLog2e);
     V sum = S::splat(0.0f);
-    for (int c = 0; c < KT; c += W) {
+    for (int c = 0; c < kt; c += W) {
       // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
       const V pv = S::exp2((S::load(srow + c) - S::splat(m_new)) * log2e);
       S::store(srow + c, pv);
@@ -500,13 +509,13 @@ class FusedAttention {
   }
 
   // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x one V panel (NV vectors).
-  MASKATTN_NOINLINE void pv_block(float* oacc, const float* pmat, const float* vtile) const {
+  MASKATTN_NOINLINE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
     for (int v0 = 0; v0 < dv_vectors_; v0 += NV) {
       const float* vpanel = vtile + (v0 / NV) * KT * PANEL;
       V acc[MR][NV];
       for (int r = 0; r < MR; ++r)
         for (int c = 0; c < NV; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
-      for (int j = 0; j < KT; ++j) {
+      for (int j = 0; j < kt; ++j) {
         V vv[NV];
         for (int c = 0; c < NV; ++c) vv[c] = S::load(vpanel + j * PANEL + c * W);
         for (int r = 0; r < MR; ++r) {

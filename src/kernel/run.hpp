@@ -26,7 +26,7 @@ void run_fused_attention(const Problem& p) {
   const int64_t chunks = threads > 1 ? std::min<int64_t>(blocks, (4 * threads + heads - 1) / heads) : 1;
   const int64_t per_chunk = (blocks + chunks - 1) / chunks;
 
-  WorkspacePool workspaces(threads);
+  WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
   for (int w = 0; w < threads; ++w) Kernel(p).reserve(workspaces[w]);
 
   parallel_for(threads, heads * chunks, [&](int worker, int64_t unit) {

@@ -31,9 +31,13 @@ struct Workspace {
 };
 
 // One workspace per worker. Constructed and destroyed out of line for the same reason as reserve().
+// Each calling thread keeps its pool between calls (grow-only), so small repeated calls do not pay
+// for allocating and zeroing scratch every time; it is freed when the thread exits.
 class WorkspacePool {
  public:
   explicit WorkspacePool(int workers);
+  // The calling thread's pool, with at least `workers` workspaces.
+  static WorkspacePool& for_this_thread(int workers);
   ~WorkspacePool();
   WorkspacePool(const WorkspacePool&) = delete;
   WorkspacePool& operator=(const WorkspacePool&) = delete;
