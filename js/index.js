@@ -10,22 +10,9 @@
 
 const VERSION = '0.1.0';
 
-/** Thrown for a wrong kind of value: `argument` names it. */
-export class MaskAttnTypeError extends TypeError {
-  constructor(argument, message) {
-    super(`${argument}: ${message}`);
-    this.name = 'TypeError';
-    this.argument = argument;
-  }
-}
-/** Thrown for a wrong value, shape or size (and out-of-memory): `argument` names it. */
-export class MaskAttnRangeError extends RangeError {
-  constructor(argument, message) {
-    super(argument ? `${argument}: ${message}` : message);
-    this.name = 'RangeError';
-    this.argument = argument;
-  }
-}
+import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
+
+export { MaskAttnRangeError, MaskAttnTypeError } from './errors.js';
 
 // ------------------------------------------------------------------------------------------ init
 
@@ -93,14 +80,6 @@ async function load(simd, options) {
 }
 
 // ------------------------------------------------------------------------------------------ helpers
-
-function describe(x) {
-  if (x === null) return 'null';
-  if (Array.isArray(x)) return `an array of length ${x.length}`;
-  if (ArrayBuffer.isView(x)) return `a ${x.constructor.name} of length ${x.length}`;
-  if (typeof x === 'object') return `an object (${Object.prototype.toString.call(x)})`;
-  return `${typeof x} ${String(x)}`;
-}
 
 function shapeOf(t, name) {
   if (t === null || typeof t !== 'object') throw new MaskAttnTypeError(name, `must be a tensor { data, shape }, given ${describe(t)}`);

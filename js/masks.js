@@ -8,23 +8,14 @@
 // helpers when a dense mask is what the surrounding code passes around, to combine a rule with
 // something custom, or to convert PyTorch-style masks. Mirrors C++ maskattn/masks.hpp.
 //
-// Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`). They come from
-// ./index.js, which re-exports this module: the import is circular, so they are only used inside
-// functions (by then both modules are evaluated).
-import { MaskAttnTypeError, MaskAttnRangeError } from './index.js';
+// Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`), from ./errors.js.
+import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
 
 /** The longest sequence a helper accepts (maskattn's limit: 2^23). */
 const MAX_LENGTH = 2 ** 23;
 const MAX_BYTES = 2 ** 32;  // wasm32 memory: a larger mask could never be passed to attention
 const ALIGNS = new Set(['bottom-right', 'top-left']);
 
-function describe(x) {
-  if (x === null) return 'null';
-  if (Array.isArray(x)) return `an array of length ${x.length}`;
-  if (ArrayBuffer.isView(x)) return `a ${x.constructor.name} of length ${x.length}`;
-  if (typeof x === 'object') return `an object (${Object.prototype.toString.call(x)})`;
-  return `${typeof x} ${String(x)}`;
-}
 
 function length(x, name, max = MAX_LENGTH) {
   if (typeof x !== 'number') throw new MaskAttnTypeError(name, `must be a number, given ${describe(x)}`);

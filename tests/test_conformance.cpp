@@ -313,13 +313,6 @@ Tensor reverse_d(const Tensor& t) {
   return r;
 }
 
-void keep_worst(std::vector<double>& worst, const std::vector<double>& other,
-                const std::vector<double>& fp64) {
-  for (size_t i = 0; i < worst.size() && i < other.size(); ++i)
-    if (std::isfinite(other[i]) &&
-        !(std::fabs(other[i] - fp64[i]) <= std::fabs(worst[i] - fp64[i])))
-      worst[i] = other[i];
-}
 
 // "Naive fp32" fixes no order of summation: its error is taken as the worse of the natural and
 // the reversed order over D, so a kernel summing in another order is judged against a fair sample.

@@ -279,14 +279,6 @@ Tensor permute_d(const Tensor& t, const std::vector<int64_t>& perm) {
   return p;
 }
 
-// Keeps, element by element, whichever fp32 result is farther from the fp64 one.
-void keep_worst(std::vector<double>& worst, const std::vector<double>& other,
-                const std::vector<double>& fp64) {
-  for (size_t i = 0; i < worst.size() && i < other.size(); ++i)
-    if (std::isfinite(other[i]) &&
-        !(std::fabs(other[i] - fp64[i]) <= std::fabs(worst[i] - fp64[i])))
-      worst[i] = other[i];
-}
 
 // The fp64 reference and the naive fp32 one. "Naive fp32" does not fix an order of summation, so
 // its error is taken as the worst of three orders over D (natural, reversed, shuffled): a kernel

@@ -512,4 +512,14 @@ inline std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// Keeps, element by element, whichever fp32 result is farther from the fp64 one (for the naive
+// fp32 error of the tolerance policy, taken over several summation orders).
+inline void keep_worst(std::vector<double>& worst, const std::vector<double>& other,
+                const std::vector<double>& fp64) {
+  for (size_t i = 0; i < worst.size() && i < other.size(); ++i)
+    if (std::isfinite(other[i]) &&
+        !(std::fabs(other[i] - fp64[i]) <= std::fabs(worst[i] - fp64[i])))
+      worst[i] = other[i];
+}
+
 }  // namespace maskattn_test

@@ -3,28 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 
+#include "core/errors.hpp"
 #include "core/problem.hpp"
 #include "dispatch/targets.hpp"
 
 namespace maskattn::detail {
 namespace {
-
-template <class... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
-}
-
-[[noreturn]] void fail(const std::string& argument, const std::string& message) {
-  throw ArgumentError(argument, message);
-}
-[[noreturn]] void fail_type(const std::string& argument, const std::string& message) {
-  throw ArgumentError(argument, message, /*type_error=*/true);
-}
 
 // Largest buffer we accept: half the address space (2 GiB in wasm32, where size_t is 32-bit).
 constexpr int64_t kMaxBytes = int64_t(std::min<uint64_t>(std::numeric_limits<int64_t>::max(),

@@ -1,24 +1,16 @@
 // Mask-building helpers (see maskattn/masks.hpp): dense masks equal to the library's compact rules.
 #include <algorithm>
 #include <limits>
-#include <sstream>
 #include <string>
 
+#include "core/errors.hpp"
 #include "maskattn/masks.hpp"
 
 namespace maskattn {
 namespace {
 
-template <class... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
-}
-
-[[noreturn]] void fail(const std::string& argument, const std::string& message) {
-  throw ArgumentError(argument, message);
-}
+using detail::cat;
+using detail::fail;
 
 void check_length(int64_t value, const char* name) {
   if (value < 0 || value > kMaxMaskLength)

@@ -10,19 +10,15 @@ import {
   MaskAttnTypeError, MaskAttnRangeError,
 } from '../../js/index.js';
 import * as direct from '../../js/masks.js';
+import { rng as rng01 } from './reference.mjs';
 
 const bits = (s) => Uint8Array.from(s.replace(/[^01]/g, ''), Number);
 const builds = [['simd', await init()], ['scalar', await init({ simd: false })]];
 
+// The shared seeded generator, on [-1, 1).
 function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  };
+  const unit = rng01(seed);
+  return () => unit() * 2 - 1;
 }
 function problem([B, Hq, Hkv, Lq, Lk, D], seed) {
   const r = rng(seed);

@@ -39,6 +39,7 @@ import assert from 'node:assert/strict';
 import * as ort from 'onnxruntime-web';
 import { init } from '../../js/index.js';
 import { attentionModel, ONNX_FLOAT, ONNX_BOOL } from './onnx-model.mjs';
+import { rng as rng01 } from './reference.mjs';
 
 ort.env.wasm.numThreads = 1;  // Node without cross-origin isolation: no worker threads needed
 ort.env.logLevel = 'error';
@@ -49,15 +50,10 @@ const INT64 = 7;  // TensorProto.DataType
 // ------------------------------------------------------------------------------------ helpers
 
 // Seeded, platform-independent uniform numbers in [-1, 1).
+// The shared seeded generator, on [-1, 1).
 function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  };
+  const unit = rng01(seed);
+  return () => unit() * 2 - 1;
 }
 const product = (dims) => dims.reduce((a, b) => a * b, 1);
 function randomTensor(shape, seed, amplitude = 1) {
