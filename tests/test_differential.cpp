@@ -1649,8 +1649,9 @@ TEST_P(Differential, StatsCausalSkipsTiles) {
 }
 
 TEST_P(Differential, StatsUnmaskedHasOnlyFullTiles) {
-  // L multiple of 64, no rule: every tile is full; nothing skipped, nothing masked per element.
-  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{256, 256}, {128, 192}, {64, 64}}) {
+  // Lk a multiple of every target's key tile (64 natively, 128 in WebAssembly), no rule: every
+  // tile is full; nothing skipped, nothing masked per element.
+  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{256, 256}, {128, 384}, {64, 128}}) {
     Rng rng("Stats/unmasked");
     Case c;
     c.dims(1, 2, 1, lq, lk, 32, 32);

@@ -181,7 +181,7 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   if (o.window.left < -1) fail("window", cat("left must be >= -1 (-1 = unbounded), given ", o.window.left));
   if (o.window.right < -1) fail("window", cat("right must be >= -1 (-1 = unbounded), given ", o.window.right));
   // Any reach beyond Lq + Lk is unbounded in effect; clamping keeps d(i) +- reach from overflowing.
-  const int64_t reach = p.Lq + p.Lk + 1;
+  const int64_t reach = std::min<int64_t>(p.Lq, int64_t(1) << 40) + std::min<int64_t>(p.Lk, int64_t(1) << 40) + 1;
   p.window_left = std::min(o.window.left, reach);
   p.window_right = std::min(o.window.right, reach);
   if (o.prefix < 0) fail("prefix", cat("must be >= 0, given ", o.prefix));
@@ -245,12 +245,17 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   constexpr int64_t kMaxLength = int64_t(1) << 23;
   if (p.Lq > kMaxLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lq));
   if (p.Lk > kMaxLength) fail("k", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lk));
-  // Scratch the kernel allocates per worker: padded copies of K and V of one head. Too much for
-  // the address space is the same condition as a failed allocation, and is named the same way.
-  int64_t scratch = 0;
-  if (__builtin_mul_overflow(p.Lk + 256, p.D + p.Dv + 64, &scratch) || scratch > kMaxBytes / int64_t(sizeof(float)))
-    fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x ",
-                       p.D + p.Dv, " floats) does not fit in the address space"));
+  // Scratch the kernel allocates per worker (the reference has none): K and V of one head packed
+  // in tiles of up to 128 keys, value rows padded to up to 64 floats. Too much for the address
+  // space is the same condition as a failed allocation, and is named the same way.
+  if (out && p.D + p.Dv > 0) {
+    int64_t keys = 0, floats = 0;
+    const int64_t per_key = p.D + (p.Dv + 63) / 64 * 64;
+    if (__builtin_add_overflow(p.Lk, 128, &keys) || __builtin_mul_overflow(keys, per_key, &floats) ||
+        floats > kMaxBytes / int64_t(sizeof(float)))
+      fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x ",
+                         p.D + p.Dv, " floats) does not fit in the address space"));
+  }
   return p;
 }
 
