@@ -122,19 +122,9 @@ inline const std::vector<Target>& kernel_targets() {
   return targets;
 }
 
-// Stable test-name suffixes (independent of what the library's target_name() returns).
-inline const char* target_label(Target t) {
-  switch (t) {
-    case Target::automatic: return "automatic";
-    case Target::reference: return "reference";
-    case Target::scalar: return "scalar";
-    case Target::sse2: return "sse2";
-    case Target::avx2: return "avx2";
-    case Target::avx512: return "avx512";
-    case Target::simd128: return "simd128";
-  }
-  return "unknown";
-}
+// Test-name suffixes: the library's own target names, which are also the names CMake's ctest
+// filters use (tests/CMakeLists.txt, `Targets/*/<name>`).
+inline const char* target_label(Target t) { return maskattn::target_name(t); }
 
 }  // namespace maskattn_test
 
