@@ -1,10 +1,12 @@
 // The fused attention kernel, written once against Simd<Arch> (kernel/simd.hpp) and instantiated
 // per architecture by the small files in dispatch/.
 //
-// Work is cut into blocks of MR query rows x KT keys ("tiles"). For each (b, kv head) K and V are
-// packed once, lazily, tile by tile (so keys no query may attend are never read): K transposed into
-// panels [d][PANEL] for the register-blocked Q·Kᵀ micro-tile, V into rows padded to whole vectors.
-// Each query block then walks only the key tiles its rows' intervals reach, and classifies each:
+// Work is cut into blocks of MR query rows x KT keys ("tiles"); NB blocks form a super-block that
+// walks the key tiles together, so each packed tile is reused from cache. For each (b, kv head)
+// K and V are packed once, lazily, tile by tile (tiles no query may attend are never read): K
+// transposed into panels [d][PANEL] for the register-blocked Q·Kᵀ micro-tile, V panel-major
+// [Dv / PANEL][KT][PANEL] for the P·V micro-tile. Each block walks only the key tiles its rows'
+// intervals reach, and classifies each:
 //   skip   - every pair masked: nothing computed, K/V not touched;
 //   full   - every pair allowed: no per-element mask work, register-blocked P·V;
 //   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element, and P·V
@@ -12,7 +14,8 @@
 // Softmax is online (running max m, running sum l, rescale by alpha = e^(m_old - m_new)):
 //   O_i = sum_j e^(s_ij - m_i) v_j / l_i,   l_i = sum_j e^(s_ij - m_i).
 // If m is still -inf every key seen so far was masked; we keep e^(s - m) at 0 instead of computing
-// -inf - (-inf) = NaN. Whether a row is fully masked comes from the masks (has_key), not scores.
+// -inf - (-inf) = NaN (unless a NaN logit hid from the max: NaN in attended data must reach the
+// row). Whether a row is fully masked comes from the masks (has_key), never from scores.
 #pragma once
 
 #include "kernel/arch_namespace.hpp"
