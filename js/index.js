@@ -193,9 +193,34 @@ export class MaskAttn {
    */
   attention(q, k, v, options = {}) {
     const plan = this._plan(q, k, v, options);
+    return this._scoped((alloc) => {
+      // Ownership: these buffers belong to this call and are freed when it ends.
+      const ptr = {
+        q: alloc(q.data.byteLength), k: alloc(k.data.byteLength), v: alloc(v.data.byteLength),
+        out: alloc(plan.outCount * 4),
+        weights: plan.returnWeights ? alloc(plan.weightsCount * 4) : 0,
+        lse: plan.returnLse ? alloc(plan.lseCount * 4) : 0,
+      };
+      const stats = this._run(plan, ptr, alloc, (f32) => {
+        f32.set(q.data, ptr.q >>> 2);
+        f32.set(k.data, ptr.k >>> 2);
+        f32.set(v.data, ptr.v >>> 2);
+      });
+      const heap = this._m.HEAPF32;
+      const result = { output: { data: heap.slice(ptr.out >>> 2, (ptr.out >>> 2) + plan.outCount), shape: plan.outShape } };
+      if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >>> 2, (ptr.weights >>> 2) + plan.weightsCount), shape: plan.weightsShape };
+      if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >>> 2, (ptr.lse >>> 2) + plan.lseCount), shape: plan.lseShape };
+      if (stats) result.stats = stats;
+      return result;
+    });
+  }
+
+  // Runs body(alloc) with an allocator whose blocks belong to this call: all are freed when it
+  // ends, on success and failure alike.
+  _scoped(body) {
     const m = this._m;
     const blocks = [];
-    const alloc = (bytes) => {  // blocks are freed in `finally`, on success and failure alike
+    const alloc = (bytes) => {
       const p = bytes > 0 ? m._malloc(bytes) >>> 0 : 0;  // >>> 0: addresses above 2 GiB stay positive
       if (bytes > 0 && p === 0)
         throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${bytes} bytes in WebAssembly memory`);
@@ -203,31 +228,22 @@ export class MaskAttn {
       return p;
     };
     try {
-      // Ownership: these buffers belong to this call and are freed in `finally`.
-      const ptr = {
-        q: alloc(q.data.byteLength), k: alloc(k.data.byteLength), v: alloc(v.data.byteLength),
-        out: alloc(plan.outCount * 4),
-        weights: plan.returnWeights ? alloc(plan.weightsCount * 4) : 0,
-        lse: plan.returnLse ? alloc(plan.lseCount * 4) : 0,
-      };
-      const masks = this._placeMasks(plan, alloc);
-      // Views are taken after every allocation: growth detaches older ones.
-      const f32 = m.HEAPF32;
-      f32.set(q.data, ptr.q >>> 2);
-      f32.set(k.data, ptr.k >>> 2);
-      f32.set(v.data, ptr.v >>> 2);
-      this._writeMasks(plan, masks);
-      const stats = plan.returnStats ? alloc(24) : 0;
-      this._call(plan, ptr, masks, stats);
-      const heap = m.HEAPF32;
-      const result = { output: { data: heap.slice(ptr.out >>> 2, (ptr.out >>> 2) + plan.outCount), shape: plan.outShape } };
-      if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >>> 2, (ptr.weights >>> 2) + plan.weightsCount), shape: plan.weightsShape };
-      if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >>> 2, (ptr.lse >>> 2) + plan.lseCount), shape: plan.lseShape };
-      if (plan.returnStats) result.stats = readStats(m, stats);
-      return result;
+      return body(alloc);
     } finally {
       blocks.forEach((b) => m._free(b));
     }
+  }
+
+  // One kernel call on tensors already placed at `ptr`: allocates the masks' and counters' blocks,
+  // then writes (writeInputs(HEAPF32) first, if given: views are taken after every allocation,
+  // since memory growth detaches older ones), calls, and returns the tile counters if asked for.
+  _run(plan, ptr, alloc, writeInputs) {
+    const masks = this._placeMasks(plan, alloc);
+    const stats = plan.returnStats ? alloc(24) : 0;
+    if (writeInputs) writeInputs(this._m.HEAPF32);
+    this._writeMasks(plan, masks);
+    this._call(plan, ptr, masks, stats);
+    return plan.returnStats ? readStats(this._m, stats) : undefined;
   }
 
   /**
@@ -460,24 +476,10 @@ export class Workspace {
     const plan = this._ma._planShapes(this._dims[0], this._dims[1], this._dims[2], { ...options, layout: this._layout });
     plan.returnWeights = this.returnWeights;
     plan.returnLse = this.returnLse;
-    const m = this._m;
-    const blocks = [];
-    const alloc = (bytes) => {
-      const p = bytes > 0 ? m._malloc(bytes) >>> 0 : 0;
-      if (bytes > 0 && p === 0) throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${bytes} bytes`);
-      if (p) blocks.push(p);
-      return p;
-    };
-    try {
-      const masks = this._ma._placeMasks(plan, alloc);
-      this._ma._writeMasks(plan, masks);
-      const stats = plan.returnStats ? alloc(24) : 0;
-      const p = this._ptr;
-      this._ma._call(plan, { q: p.q, k: p.k, v: p.v, out: p.output, weights: p.weights ?? 0, lse: p.lse ?? 0 }, masks, stats);
-      return plan.returnStats ? { stats: readStats(m, stats) } : {};
-    } finally {
-      blocks.forEach((b) => m._free(b));
-    }
+    const p = this._ptr;
+    const ptr = { q: p.q, k: p.k, v: p.v, out: p.output, weights: p.weights ?? 0, lse: p.lse ?? 0 };
+    const stats = this._ma._scoped((alloc) => this._ma._run(plan, ptr, alloc));
+    return stats ? { stats } : {};
   }
 
   /** Frees the workspace's wasm memory; views taken earlier must not be used afterwards. */
