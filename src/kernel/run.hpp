@@ -7,7 +7,6 @@
 #include "kernel/arch_namespace.hpp"
 
 #include <algorithm>
-#include <vector>
 
 #include "core/parallel.hpp"
 #include "kernel/attention_kernel.hpp"
