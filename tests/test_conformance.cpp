@@ -184,7 +184,7 @@ struct Problem {
     return allowed;
   }
 
-  maskattn::Options options(Target t) const {
+  maskattn::Options options(KernelTarget t) const {
     maskattn::Options o;
     o.scale = scale;
     o.causal = causal;
@@ -200,7 +200,8 @@ struct Problem {
     if (!alibi.empty()) o.alibi_slopes = alibi;
     o.softcap = softcap;
     o.fully_masked = policy;
-    o.target = t;
+    o.target = t.target;
+    o.kernel = t.kernel;
     return o;
   }
 };
@@ -271,7 +272,7 @@ struct KernelRun {
   bool ok = false;
 };
 
-KernelRun run_kernel(const Problem& p, const Inputs& in, Target t) {
+KernelRun run_kernel(const Problem& p, const Inputs& in, KernelTarget t) {
   KernelRun r;
   Tensor out = make_tensor(p.storage, p.B, p.Hq, p.Lq, p.Dv, kSentinel);
   maskattn::Options o = p.options(t);
@@ -318,7 +319,7 @@ Tensor reverse_d(const Tensor& t) {
 // the reversed order over D, so a kernel summing in another order is judged against a fair sample.
 References run_reference(const Problem& p, const Inputs& in) {
   References r;
-  const maskattn::Options o = p.options(Target::reference);
+  const maskattn::Options o = p.options({Target::reference, maskattn::Kernel::automatic});
   try {
     r.fp64 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
                                            Precision::fp64);

@@ -105,7 +105,7 @@ struct Case {
     return *this;
   }
 
-  maskattn::Options options(Target t) const {
+  maskattn::Options options(KernelTarget t) const {
     maskattn::Options o;
     o.scale = scale;
     o.causal = causal;
@@ -121,7 +121,8 @@ struct Case {
     if (!alibi.empty()) o.alibi_slopes = alibi;
     o.softcap = softcap;
     o.fully_masked = policy;
-    o.target = t;
+    o.target = t.target;
+    o.kernel = t.kernel;
     return o;
   }
 };
@@ -237,7 +238,7 @@ struct KernelRun {
   bool ok = false;
 };
 
-KernelRun run_kernel(const Case& c, const Inputs& in, Target t, Stats* stats = nullptr) {
+KernelRun run_kernel(const Case& c, const Inputs& in, KernelTarget t, Stats* stats = nullptr) {
   KernelRun r;
   r.out = make_tensor(c.o_storage, c.B, c.Hq, c.Lq, c.Dv, kSentinel);
   maskattn::Options o = c.options(t);
@@ -285,7 +286,7 @@ Tensor permute_d(const Tensor& t, const std::vector<int64_t>& perm) {
 // that sums in another order (tiles, lanes, FMA) is then judged against a fair sample.
 References run_reference(const Case& c, const Inputs& in) {
   References r;
-  const maskattn::Options o = c.options(Target::reference);
+  const maskattn::Options o = c.options({Target::reference, maskattn::Kernel::automatic});
   try {
     r.fp64 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
                                            Precision::fp64);

@@ -123,8 +123,33 @@ inline const std::vector<Target>& kernel_targets() {
 }
 
 // Test-name suffixes: the library's own target names, which are also the names CMake's ctest
-// filters use (tests/CMakeLists.txt, `Targets/*/<name>`).
+// filters use (tests/CMakeLists.txt, `Targets/*/<name>_*`).
 inline const char* target_label(Target t) { return maskattn::target_name(t); }
+
+// A kernel target and which kernel runs on it: every target-parameterised test runs the prefill
+// kernel, the decode kernel, and the decode kernel with its keys split into the smallest chunks
+// (so the split-K merge is tested on every problem, not only on long ones).
+struct KernelTarget {
+  Target target;
+  maskattn::Kernel kernel;
+};
+
+inline const std::vector<KernelTarget>& kernel_target_params() {
+  static const std::vector<KernelTarget> params = [] {
+    std::vector<KernelTarget> v;
+    for (Target t : kernel_targets())
+      for (maskattn::Kernel k : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split})
+        v.push_back({t, k});
+    return v;
+  }();
+  return params;
+}
+
+// "avx2_prefill", "sse2_decode", "simd128_decode_split".
+inline std::string target_label(const KernelTarget& t) {
+  return std::string(maskattn::target_name(t.target)) + "_" + maskattn::kernel_name(t.kernel);
+}
+inline void PrintTo(const KernelTarget& t, std::ostream* os) { *os << target_label(t); }
 
 }  // namespace maskattn_test
 
@@ -133,7 +158,7 @@ inline void maskattn::PrintTo(Target t, std::ostream* os) { *os << maskattn_test
 namespace maskattn_test {
 
 struct TargetParamName {
-  std::string operator()(const ::testing::TestParamInfo<Target>& info) const {
+  std::string operator()(const ::testing::TestParamInfo<KernelTarget>& info) const {
     return target_label(info.param);
   }
 };
@@ -156,7 +181,7 @@ class ErrorLog {
     return log;
   }
 
-  void begin_test(Target t) {
+  void begin_test(const KernelTarget& t) {
     current_ = target_label(t);
     test_max_err_ = 0;
     test_cases_ = 0;
@@ -223,18 +248,19 @@ inline ::testing::Environment* const kErrorLogEnvironment =
 // The per-target fixture
 // ---------------------------------------------------------------------------------------------
 
-class TargetTest : public ::testing::TestWithParam<Target> {
+class TargetTest : public ::testing::TestWithParam<KernelTarget> {
  protected:
   void SetUp() override {
-    const Target t = GetParam();
+    const KernelTarget t = GetParam();
     RecordProperty("target", target_label(t));
-    if (!maskattn::target_available(t)) {
-      GTEST_SKIP() << "target " << target_label(t)
+    if (!maskattn::target_available(t.target)) {
+      GTEST_SKIP() << "target " << target_label(t.target)
                    << " is not available in this build or on this CPU";
     }
     trace_.emplace(__FILE__, __LINE__,
-                   std::string("target ") + maskattn::target_name(t) + " (" +
-                       std::to_string(maskattn::target_lanes(t)) + " lanes)");
+                   std::string("target ") + maskattn::target_name(t.target) + " (" +
+                       std::to_string(maskattn::target_lanes(t.target)) + " lanes), " +
+                       maskattn::kernel_name(t.kernel) + " kernel");
     ErrorLog::instance().begin_test(t);
   }
   void TearDown() override {
@@ -248,7 +274,7 @@ class TargetTest : public ::testing::TestWithParam<Target> {
     }
     trace_.reset();
   }
-  Target target() const { return GetParam(); }
+  KernelTarget target() const { return GetParam(); }
 
  private:
   std::optional<::testing::ScopedTrace> trace_;
@@ -256,7 +282,7 @@ class TargetTest : public ::testing::TestWithParam<Target> {
 
 #define MASKATTN_INSTANTIATE_FOR_TARGETS(Fixture)                                      \
   INSTANTIATE_TEST_SUITE_P(Targets, Fixture,                                          \
-                           ::testing::ValuesIn(::maskattn_test::kernel_targets()), \
+                           ::testing::ValuesIn(::maskattn_test::kernel_target_params()), \
                            ::maskattn_test::TargetParamName())
 
 // ---------------------------------------------------------------------------------------------

@@ -1,37 +1,139 @@
+// A persistent worker pool: threads are started once and kept, so a multi-threaded call costs a
+// wake-up (a few microseconds), not a thread spawn per call (tens of microseconds, more than a
+// small attention call takes). Workers spin briefly after a job before sleeping, which catches the
+// back-to-back calls of a decode loop (one call per layer per token).
+//
+// One job runs at a time. A call that finds the pool busy (another thread of the application is
+// inside attention) runs its units inline on its own thread instead of waiting: results are the
+// same, as they never depend on the thread count.
 #include "core/parallel.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MASKATTN_PAUSE() _mm_pause()
+#else
+#define MASKATTN_PAUSE() std::this_thread::yield()
+#endif
+
 namespace maskattn::detail {
+namespace {
+
+constexpr int kSpinRounds = 20000;  // ~50-100 us of pause instructions before a worker sleeps
+
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  // Runs f(worker, unit) over all units on `threads` threads (this one included). Returns false
+  // without running anything if another job holds the pool.
+  bool run(int threads, int64_t units, const std::function<void(int, int64_t)>& f) {
+    std::unique_lock<std::mutex> job_lock(job_mutex_, std::try_to_lock);
+    if (!job_lock.owns_lock()) return false;
+    while (int(workers_.size()) < threads - 1) {
+      const int id = int(workers_.size()) + 1;
+      workers_.emplace_back([this, id] { worker_loop(id); });
+    }
+    job_ = &f;
+    units_ = units;
+    next_.store(0);
+    error_ = nullptr;
+    job_threads_ = threads;
+    pending_.store(threads - 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    work(0);
+    for (int spin = 0; pending_.load() != 0; ++spin) {
+      if (spin < kSpinRounds) {
+        MASKATTN_PAUSE();
+      } else {
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [&] { return pending_.load() == 0; });
+      }
+    }
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
+
+ private:
+  void work(int worker) {
+    try {
+      for (int64_t u = next_++; u < units_; u = next_++) (*job_)(worker, u);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      next_.store(units_);  // the others stop taking units
+    }
+  }
+
+  void worker_loop(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      // Wait for a new job: spin first (cheap wake-up for back-to-back calls), then sleep.
+      uint64_t now = generation_.load();
+      for (int spin = 0; now == seen && spin < kSpinRounds; ++spin) {
+        MASKATTN_PAUSE();
+        now = generation_.load();
+      }
+      if (now == seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        now = generation_.load();
+      }
+      seen = now;
+      if (stop_) return;
+      if (id >= job_threads_) continue;  // this job needs fewer workers
+      work(id);
+      if (pending_.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_.notify_all();
+      }
+    }
+  }
+
+  std::mutex job_mutex_;  // held by the caller whose job runs
+  std::mutex mutex_;      // guards sleeping and waking
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_{0};
+  std::atomic<int> pending_{0};
+  const std::function<void(int, int64_t)>* job_ = nullptr;
+  int64_t units_ = 0;
+  int job_threads_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
 
 void parallel_for(int threads, int64_t units, const std::function<void(int, int64_t)>& f) {
 #if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
   threads = 1;
 #endif
-  if (threads <= 1 || units <= 1) {
-    for (int64_t u = 0; u < units; ++u) f(0, u);
-    return;
+  if (threads > 1 && units > 1) {
+    static Pool pool;
+    if (pool.run(int(std::min<int64_t>(threads, units)), units, f)) return;
   }
-  std::atomic<int64_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto work = [&](int worker) {
-    try {
-      for (int64_t u = next++; u < units; u = next++) f(worker, u);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  for (int64_t u = 0; u < units; ++u) f(0, u);
 }
 
 }  // namespace maskattn::detail

@@ -13,6 +13,11 @@ struct RowMajor3 {
   int64_t b = 0, h = 0, l = 0;
 };
 
+// The automatic kernel choice: the decode kernel when a KV head group has at most this many query
+// rows (Hq / Hkv x Lq). Measured crossover (README "Speed"): below it, reading K/V once in place
+// beats packing them for the prefill micro-tiles.
+constexpr int kDecodeMaxRows = 16;
+
 struct Problem {
   // Sizes. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, group = 1;
@@ -44,6 +49,7 @@ struct Problem {
   float* weights = nullptr;  // [B, Hq, Lq, Lk]
   float* lse = nullptr;      // [B, Hq, Lq]
   int threads = 1;
+  Kernel kernel = Kernel::automatic;
   Stats* stats = nullptr;
 
   int64_t key_length(int64_t b) const { return key_lengths ? key_lengths[b] : Lk; }

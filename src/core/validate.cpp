@@ -227,6 +227,10 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   if (!target_available(o.target))
     fail("target", cat(target_name(o.target), " is not available here (compiled in: ",
                        compiled_targets_string(), "; best: ", target_name(best_target()), ")"));
+  if (o.kernel != Kernel::automatic && o.kernel != Kernel::prefill && o.kernel != Kernel::decode &&
+      o.kernel != Kernel::decode_split)
+    fail_type("kernel", cat("must be automatic, prefill, decode or decode_split, given ", int(o.kernel)));
+  p.kernel = o.kernel;
   p.stats = o.stats;
 
   if (extra.weights) {

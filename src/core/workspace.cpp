@@ -22,6 +22,11 @@ void Workspace::reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, in
   grow(mean_v, dv);
 }
 
+void Workspace::reserve_partials(int64_t floats, int64_t rows) {
+  grow(partial_o, floats);
+  grow(partial_states, rows);
+}
+
 WorkspacePool::WorkspacePool(int workers) : workspaces_(size_t(workers)) {}
 
 WorkspacePool& WorkspacePool::for_this_thread(int workers) {

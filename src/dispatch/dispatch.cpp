@@ -45,7 +45,7 @@ bool cpu_supports(Target t) {
   switch (t) {
     case Target::sse2: return cpu.sse2;
     case Target::avx2: return cpu.avx2 && cpu.fma3_avx2;
-    case Target::avx512: return cpu.avx512f;
+    case Target::avx512: return cpu.avx512f && cpu.avx512dq;
     default: return true;
   }
 #else
@@ -76,6 +76,18 @@ const char* target_name(Target t) noexcept {
   }
   return "unknown";
 }
+
+const char* kernel_name(Kernel k) noexcept {
+  switch (k) {
+    case Kernel::automatic: return "automatic";
+    case Kernel::prefill: return "prefill";
+    case Kernel::decode: return "decode";
+    case Kernel::decode_split: return "decode_split";
+  }
+  return "unknown";
+}
+
+int decode_max_rows() noexcept { return detail::kDecodeMaxRows; }
 
 int target_lanes(Target t) noexcept {
   switch (t) {

@@ -3,5 +3,5 @@
 #include "kernel/run.hpp"
 
 namespace maskattn::detail {
-void attention_avx2(const Problem& p) { run_fused_attention<xsimd::fma3<xsimd::avx2>>(p); }
+void attention_avx2(const Problem& p) { run_attention<xsimd::fma3<xsimd::avx2>>(p); }
 }  // namespace maskattn::detail

@@ -3,5 +3,5 @@
 #include "kernel/run.hpp"
 
 namespace maskattn::detail {
-void attention_scalar(const Problem& p) { run_fused_attention<ScalarArch>(p); }
+void attention_scalar(const Problem& p) { run_attention<ScalarArch>(p); }
 }  // namespace maskattn::detail

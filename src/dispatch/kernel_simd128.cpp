@@ -9,5 +9,5 @@
 #endif
 
 namespace maskattn::detail {
-void attention_simd128(const Problem& p) { run_fused_attention<xsimd::sse4_1>(p); }
+void attention_simd128(const Problem& p) { run_attention<xsimd::sse4_1>(p); }
 }  // namespace maskattn::detail

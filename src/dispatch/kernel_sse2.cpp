@@ -3,5 +3,5 @@
 #include "kernel/run.hpp"
 
 namespace maskattn::detail {
-void attention_sse2(const Problem& p) { run_fused_attention<xsimd::sse2>(p); }
+void attention_sse2(const Problem& p) { run_attention<xsimd::sse2>(p); }
 }  // namespace maskattn::detail

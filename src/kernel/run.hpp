@@ -1,47 +1,157 @@
-// Drives FusedAttention<Arch> over a whole problem: splits (batch, kv head, query blocks) into work
-// units, gives each worker its own workspace (all sized before anything is written) and sums the
-// tile counters. Each output row is computed the same way whatever the split, so results do not
-// depend on the thread count.
+// Drives a whole problem on one architecture: picks the kernel (prefill or decode), cuts the
+// problem into work units, decides how many threads pay off, and merges split-K partials.
+//
+// Results never depend on the thread count: how a row is computed (its key tiles, its split-K
+// chunks and their merge order) depends only on the problem, and threads only decide who computes
+// which unit.
 #pragma once
 
 #include "kernel/arch_namespace.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <vector>
 
 #include "core/parallel.hpp"
-#include "kernel/attention_kernel.hpp"
+#include "kernel/decode_kernel.hpp"
+#include "kernel/online_softmax.hpp"
+#include "kernel/prefill_kernel.hpp"
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
+// ---------------------------------------------------------------------------------------------
+// Thread grain: a rough cost of the problem, and no more threads than have work worth a wake-up.
+// ---------------------------------------------------------------------------------------------
+
+// Estimated single-thread time in nanoseconds: K/V bytes streamed (decode) or FMAs (prefill).
+inline double estimated_ns(const Problem& p, bool decode) {
+  const double pairs = double(p.B) * double(p.Hq) * double(p.Lq) * double(p.Lk);
+  const double flops = 2.0 * pairs * double(p.D + p.Dv);
+  const double kv_bytes = 4.0 * double(p.B) * double(p.Hkv) * double(p.Lk) * double(p.D + p.Dv);
+  // ~10 GB/s per thread from memory, ~40 GFLOP/s (masked prefill tiles, scalar tails included).
+  return decode ? kv_bytes / 10.0 + flops / 40.0 : flops / 40.0 + kv_bytes / 10.0;
+}
+
+// Threads that pay off: each must get at least kMinNsPerThread of work, or the wake-up and the
+// shared-cache traffic cost more than they save.
+inline int threads_that_pay(const Problem& p, bool decode, int64_t units) {
+  constexpr double kMinNsPerThread = 25000;
+  const double ns = estimated_ns(p, decode);
+  const int64_t by_cost = std::max<int64_t>(1, int64_t(ns / kMinNsPerThread));
+  return int(std::max<int64_t>(1, std::min<int64_t>({int64_t(p.threads), by_cost, units})));
+}
+
+// Whether the decode kernel runs: few query rows per KV head group (kDecodeMaxRows, core/problem.hpp).
+inline bool use_decode(const Problem& p) {
+  if (p.kernel == Kernel::decode || p.kernel == Kernel::decode_split) return true;
+  if (p.kernel == Kernel::prefill) return false;
+  return p.group * p.Lq <= kDecodeMaxRows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill: units are (batch, kv head, run of query super-blocks).
+// ---------------------------------------------------------------------------------------------
+
 template <class Arch>
-void run_fused_attention(const Problem& p) {
-  if (p.B == 0 || p.Hq == 0 || p.Lq == 0) return;
-  using Kernel = FusedAttention<Arch>;
-  const int64_t blocks = Kernel::query_blocks(p.Lq);
+void run_prefill(const Problem& p) {
+  using Prefill = PrefillAttention<Arch>;
+  const int64_t blocks = Prefill::query_blocks(p.Lq);
   const int64_t heads = p.B * p.Hkv;
-  const int threads = int(std::min<int64_t>(p.threads, heads * blocks));
+  const int threads = threads_that_pay(p, false, heads * blocks);
   // More units than threads so a causal problem's uneven blocks balance out.
   const int64_t chunks = threads > 1 ? std::min<int64_t>(blocks, (4 * threads + heads - 1) / heads) : 1;
   const int64_t per_chunk = (blocks + chunks - 1) / chunks;
 
   WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
-  for (int w = 0; w < threads; ++w) Kernel(p).reserve(workspaces[w]);
+  for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
 
   parallel_for(threads, heads * chunks, [&](int worker, int64_t unit) {
     const int64_t head = unit / chunks, chunk = unit % chunks;
     const int64_t begin = chunk * per_chunk, end = std::min(blocks, begin + per_chunk);
-    if (begin < end) Kernel(p).run(workspaces[worker], head / p.Hkv, head % p.Hkv, begin, end);
+    if (begin < end) Prefill(p).run(workspaces[worker], head / p.Hkv, head % p.Hkv, begin, end);
   });
+  if (p.stats)
+    for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
+}
 
-  if (p.stats) {
-    for (int w = 0; w < threads; ++w) {
-      const Stats& s = workspaces[w].stats;
-      p.stats->tiles_skipped += s.tiles_skipped;
-      p.stats->tiles_full += s.tiles_full;
-      p.stats->tiles_mixed += s.tiles_mixed;
-    }
+// ---------------------------------------------------------------------------------------------
+// Decode: units are (batch, kv head, block of group rows, key chunk). Key chunks (split-K) have a
+// fixed size, so the split is the same whatever the thread count; each chunk leaves (max, sum,
+// unnormalised output) per row, and whoever finishes a row block's last chunk merges its chunks in
+// chunk order, rescaling each by e^(m_i - M), and writes the rows.
+// ---------------------------------------------------------------------------------------------
+
+template <class Arch>
+void run_decode(const Problem& p) {
+  using Decode = DecodeAttention<Arch>;
+  constexpr int64_t kChunkKeys = 512;  // a few hundred keys: the merge is noise next to the chunk
+  const int64_t chunk_keys = p.kernel == Kernel::decode_split ? Decode::KT : kChunkKeys;
+  const int64_t rows = p.group * p.Lq;
+  const int64_t row_blocks = (rows + Decode::kMaxRows - 1) / Decode::kMaxRows;
+  const int64_t chunks = std::max<int64_t>(1, (p.Lk + chunk_keys - 1) / chunk_keys);
+  const int64_t groups = p.B * p.Hkv * row_blocks;  // a group = one row block of one kv head
+  const int threads = threads_that_pay(p, true, groups * chunks);
+
+  WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
+  const Decode shape(p);
+  for (int w = 0; w < threads; ++w) shape.reserve(workspaces[w]);
+  const int64_t o_stride = shape.output_stride();
+  // Partial results of every unit (only when split), and one countdown per group.
+  Workspace& shared = workspaces[0];
+  const int64_t slots = chunks > 1 ? groups * chunks * Decode::kMaxRows : 0;
+  shared.reserve_partials(slots * o_stride, slots);
+  std::unique_ptr<std::atomic<int32_t>[]> remaining;
+  if (chunks > 1) {
+    remaining.reset(new std::atomic<int32_t>[size_t(groups)]);
+    for (int64_t g = 0; g < groups; ++g) remaining[size_t(g)].store(int32_t(chunks));
   }
+  auto* states = reinterpret_cast<SoftmaxRow*>(shared.partial_states.data());
+  float* partial_o = shared.partial_o.data();
+
+  parallel_for(threads, groups * chunks, [&](int worker, int64_t unit) {
+    Workspace& ws = workspaces[worker];
+    const int64_t g = unit / chunks, c = unit % chunks;
+    const int64_t head = g / row_blocks, rb = g % row_blocks;
+    const int64_t b = head / p.Hkv, hkv = head % p.Hkv;
+    const int64_t r0 = rb * Decode::kMaxRows, r1 = std::min(rows, r0 + Decode::kMaxRows);
+    const int64_t k0 = c * chunk_keys, k1 = std::min(p.Lk, k0 + chunk_keys);
+    Decode kernel(p);
+    SoftmaxRow local[Decode::kMaxRows];
+    SoftmaxRow* st = chunks > 1 ? states + unit * Decode::kMaxRows : local;
+    float* o = chunks > 1 ? partial_o + unit * Decode::kMaxRows * o_stride : ws.oacc.data();
+    kernel.run(ws, b, hkv, r0, r1, k0, k1, st, o);
+    if (chunks > 1) {
+      // The last chunk of the group to finish merges all of them, in chunk order.
+      if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      st = states + g * chunks * Decode::kMaxRows;
+      o = partial_o + g * chunks * Decode::kMaxRows * o_stride;
+      for (int64_t part = 1; part < chunks; ++part)
+        for (int64_t r = 0; r < r1 - r0; ++r)
+          OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * Decode::kMaxRows + r],
+                                     o + (part * Decode::kMaxRows + r) * o_stride, o_stride);
+    }
+    bool mean_ready = false;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t h = hkv * p.group + r / p.Lq, i = r % p.Lq;
+      float* w = p.weights ? p.weights + ((b * p.Hq + h) * p.Lq + i) * p.Lk : nullptr;
+      write_row_result<Arch>(p, b, h, i, st[r - r0], o + (r - r0) * o_stride, w, [&]() -> const float* {
+        if (!mean_ready) mean_of_values(p, b, hkv, ws.mean_v.data());
+        mean_ready = true;
+        return ws.mean_v.data();
+      });
+    }
+  });
+  if (p.stats)
+    for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
+}
+
+template <class Arch>
+void run_attention(const Problem& p) {
+  if (p.B == 0 || p.Hq == 0 || p.Lq == 0) return;
+  if (use_decode(p)) run_decode<Arch>(p);
+  else run_prefill<Arch>(p);
 }
 
 }  // namespace MASKATTN_KERNEL_NS

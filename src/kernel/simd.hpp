@@ -76,6 +76,19 @@ struct Simd {
     for (int i = 1; i < W; ++i) m = lanes[i] < m ? m : lanes[i];
     return m;
   }
+  // Lane x of the result is the sum of acc[x]'s lanes: W dot products folded at once (the decode
+  // kernel's Q·Kᵀ). xsimd's avx512f version needs AVX512DQ, which the avx512 target requires.
+  static V reduce_lanes(const V* acc) {
+    if constexpr (W == 16) {
+      // xsimd 8.1.0's avx512f haddp returns its lanes in the order 0 1 4 5 2 3 6 7 8 9 12 13 10 11
+      // 14 15 (measured; the order is its own inverse), so feed it the rows in that order.
+      const V in[16] = {acc[0], acc[1], acc[4],  acc[5],  acc[2],  acc[3],  acc[6],  acc[7],
+                        acc[8], acc[9], acc[12], acc[13], acc[10], acc[11], acc[14], acc[15]};
+      return xsimd::haddp(in);
+    } else {
+      return xsimd::haddp(acc);
+    }
+  }
   // Through memory: xsimd 8.1's avx512f hadd needs AVX512DQ.
   static float hsum(const V& x) {
     alignas(64) float lanes[W];
@@ -124,6 +137,7 @@ struct Simd<ScalarArch> {
   static V max_keep_nan(V acc, V x) { return x < acc ? acc : x; }
   static float hmax(V x) { return x; }
   static float hsum(V x) { return x; }
+  static V reduce_lanes(const V* acc) { return acc[0]; }
   static V exp2(V x) {
     using namespace exp2_poly;
     const float xc = x < kFlushBelow ? kFlushBelow : x;

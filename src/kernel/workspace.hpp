@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernel/softmax_row.hpp"
 #include "maskattn/maskattn.hpp"
 
 namespace maskattn::detail {
@@ -22,13 +23,23 @@ struct Workspace {
   std::vector<float> bias_tile;  // [MR][KT]: bias values of a mixed tile
   std::vector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
   bool mean_v_ready = false;
+  // Split-K partial results of the decode kernel (unnormalised output rows and their states).
+  std::vector<float> partial_o;
+  std::vector<SoftmaxRow> partial_states;
   int64_t b = -1, hkv = -1;
   Stats stats;
 
   // Out of line (core/workspace.cpp, baseline flags): the growth code must not be an inline copy
   // compiled with some kernel's AVX flags (see kernel/arch_namespace.hpp).
   void reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, int64_t mr, int64_t dv);
+  void reserve_partials(int64_t floats, int64_t rows);
 };
+
+inline void add_stats(Stats& total, const Stats& s) {
+  total.tiles_skipped += s.tiles_skipped;
+  total.tiles_full += s.tiles_full;
+  total.tiles_mixed += s.tiles_mixed;
+}
 
 // One workspace per worker. Constructed and destroyed out of line for the same reason as reserve().
 // Each calling thread keeps its pool between calls (grow-only), so small repeated calls do not pay

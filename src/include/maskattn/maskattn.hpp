@@ -158,6 +158,16 @@ enum class FullyMasked {
 // Which implementation runs. `automatic` picks the widest the CPU supports.
 enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128 };
 
+// Which kernel runs. `automatic` picks by shape: the decode kernel when a KV head group has few query
+// rows (Hq / Hkv x Lq <= decode_max_rows()), the prefill kernel otherwise. Both follow the same
+// contract; forcing one is for tests and benchmarks.
+enum class Kernel {
+  automatic,
+  prefill,       // query blocks x key tiles, K/V packed for register-blocked micro-tiles
+  decode,        // few rows per group: K/V read once in place, keys split across threads
+  decode_split,  // decode with the keys always split into the smallest chunks (tests the merge)
+};
+
 // Sliding window around the diagonal: d(i) - left <= j <= d(i) + right; -1 = unbounded side.
 struct Window {
   int64_t left = -1;
@@ -187,7 +197,9 @@ struct Options {
   float softcap = 0;               // > 0: s = softcap * tanh(s / softcap), before bias and masks
   FullyMasked fully_masked = FullyMasked::zero;
   Target target = Target::automatic;
-  int threads = 1;                 // worker threads (native builds); results do not depend on it
+  Kernel kernel = Kernel::automatic;
+  int threads = 1;                 // most worker threads to use (fewer when more would not pay off);
+                                   // results do not depend on it
   Stats* stats = nullptr;          // if set, tile counters are added to it
 };
 
@@ -210,6 +222,9 @@ void attention(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
 // ---------------------------------------------------------------------------------------------
 
 const char* target_name(Target t) noexcept;
+const char* kernel_name(Kernel k) noexcept;
+// Largest query rows per KV head group (Hq / Hkv x Lq) for which `automatic` picks the decode kernel.
+int decode_max_rows() noexcept;
 // The target `automatic` resolves to in this process.
 Target best_target() noexcept;
 // Whether a target can run here (compiled in and supported by the CPU).

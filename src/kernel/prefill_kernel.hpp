@@ -1,5 +1,6 @@
-// The fused attention kernel, written once against Simd<Arch> (kernel/simd.hpp) and instantiated
-// per architecture by the small files in dispatch/.
+// The prefill kernel (many query rows per KV head group), written once against Simd<Arch>
+// (kernel/simd.hpp) and instantiated per architecture by the small files in dispatch/. The decode
+// kernel (few rows, long keys) is beside it in decode_kernel.hpp; kernel/run.hpp picks one.
 //
 // Work is cut into blocks of MR query rows x KT keys ("tiles"); NB blocks form a super-block that
 // walks the key tiles together, so each packed tile is reused from cache. For each (b, kv head)
@@ -11,11 +12,9 @@
 //   full   - every pair allowed: no per-element mask work, register-blocked P·V;
 //   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element, and P·V
 //            runs row by row over each row's allowed keys only, so masked V never meets a weight.
-// Softmax is online (running max m, running sum l, rescale by alpha = e^(m_old - m_new)):
-//   O_i = sum_j e^(s_ij - m_i) v_j / l_i,   l_i = sum_j e^(s_ij - m_i).
-// If m is still -inf every key seen so far was masked; we keep e^(s - m) at 0 instead of computing
-// -inf - (-inf) = NaN (unless a NaN logit hid from the max: NaN in attended data must reach the
-// row). Whether a row is fully masked comes from the masks (has_key), never from scores.
+// Softmax is online (kernel/online_softmax.hpp, shared with the decode kernel); the logits pass and
+// the element-wise masks are kernel/logits.hpp. Whether a row is fully masked comes from the masks
+// (has_key), never from scores.
 #pragma once
 
 #include "kernel/arch_namespace.hpp"
@@ -29,6 +28,8 @@
 #include <vector>
 
 #include "core/problem.hpp"
+#include "kernel/logits.hpp"
+#include "kernel/online_softmax.hpp"
 #include "kernel/simd.hpp"
 #include "kernel/workspace.hpp"
 #include "mask/row_keys.hpp"
@@ -36,15 +37,6 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-constexpr float kLog2e = 1.4426950408889634f;
-
-#if defined(__GNUC__) && defined(__wasm__)
-#define MASKATTN_NOINLINE __attribute__((noinline))
-#else
-#define MASKATTN_NOINLINE
-#endif
-
-enum class TileClass : uint8_t { skip, full, mixed };
 
 // Calls f(first, integral_constant<NC>) over `count` items in chunks of NC, then 1 at a time.
 template <int NC, class F>
@@ -55,7 +47,7 @@ inline void for_vector_chunks(int count, F&& f) {
 }
 
 template <class Arch>
-class FusedAttention {
+class PrefillAttention {
   using S = Simd<Arch>;
   using V = typename S::V;
   using M = typename S::M;
@@ -78,7 +70,7 @@ class FusedAttention {
   static constexpr int NB = 4;
   static_assert(KT % PANEL == 0, "a key tile holds whole panels");
 
-  explicit FusedAttention(const Problem& p) : p_(p) {
+  explicit PrefillAttention(const Problem& p) : p_(p), logits_(p) {
     // Value rows padded to whole NV-vector panels: the P·V micro-tile needs no tail case.
     dv_vectors_ = int((p.Dv + PANEL - 1) / PANEL) * NV;
     dv_pad_ = int64_t(dv_vectors_) * W;
@@ -98,6 +90,7 @@ class FusedAttention {
 
  private:
   const Problem& p_;
+  Logits<Arch> logits_;
   int dv_vectors_ = 0;
   int64_t dv_pad_ = 0;
   int64_t tiles_ = 0;
@@ -107,8 +100,7 @@ class FusedAttention {
   struct Rows {
     RowKeys keys[MR];
     bool active[MR];   // a real row (i < Lq) with at least one key allowed by the intervals
-    bool has_key[MR];  // some allowed pair with bias != -inf seen (decided from masks only)
-    float m[MR], l[MR];
+    SoftmaxRow state[MR];  // running max, sum, has_key (see kernel/online_softmax.hpp)
     int64_t i0 = 0;
     int n_active = 0;
   };
@@ -183,9 +175,7 @@ class FusedAttention {
         const int64_t i = blk.i0 + r;
         blk.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
         blk.active[r] = !blk.keys[r].empty();
-        blk.has_key[r] = false;
-        blk.m[r] = kNegInf;
-        blk.l[r] = 0.0f;
+        blk.state[r] = SoftmaxRow{};
         if (blk.active[r]) {
           ++blk.n_active;
           first = std::min(first, blk.keys[r].first());
@@ -249,11 +239,6 @@ class FusedAttention {
     return cls;
   }
 
-  static TileClass combine(TileClass a, TileClass b) {
-    if (a == TileClass::skip || b == TileClass::skip) return TileClass::skip;
-    return a == TileClass::full && b == TileClass::full ? TileClass::full : TileClass::mixed;
-  }
-
   TileClass classify_segments(const Workspace& ws, int64_t b, const Rows& rows, int64_t t) const {
     const int32_t lo = ws.seg_min[t], hi = ws.seg_max[t];
     const int32_t* sq = p_.query_segments + b * p_.Lq + rows.i0;
@@ -264,11 +249,6 @@ class FusedAttention {
       none = none && (sq[r] < lo || sq[r] > hi);
     }
     return none ? TileClass::skip : all_equal ? TileClass::full : TileClass::mixed;
-  }
-
-  template <class T>
-  const T* mask_row(const MaskView<T>& m, int64_t b, int64_t h, int64_t i) const {
-    return m.data + b * m.strides[0] + h * m.strides[1] + i * m.strides[2];
   }
 
   TileClass classify_allowed(int64_t b, int64_t h, const Rows& rows, int64_t t) const {
@@ -328,15 +308,15 @@ class FusedAttention {
       const float* bias_row = nullptr;
       if (p_.bias) bias_row = elementwise ? ws.bias_tile.data() + r * KT : nullptr;
       const float* full_bias = (p_.bias && !elementwise) ? mask_row(p_.bias, b, h, i) : nullptr;
-      const float rowmax = logits_row(srow, kt, j0, b, h, i, rows.keys[r], masked,
+      const float rowmax = logits_.row(srow, kt, j0, b, h, i, rows.keys[r], masked,
                                       elementwise ? ws.valid.data() + r * KT : nullptr, bias_row,
-                                      full_bias, rows.has_key[r]);
-      if (!masked) rows.has_key[r] = true;
+                                      full_bias, rows.state[r].has_key);
+      if (!masked) rows.state[r].has_key = true;
       if (w_rows) {
         const int64_t n = std::min<int64_t>(KT, p_.Lk - j0);
         std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
       }
-      online_softmax_row(oacc + r * dv_pad_, rows, r, srow, kt, rowmax);
+      OnlineSoftmax<Arch>::update(rows.state[r], srow, kt, rowmax, oacc + r * dv_pad_, dv_pad_);
     }
     if (cls == TileClass::full) {
       pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt);
@@ -365,150 +345,11 @@ class FusedAttention {
   }
 
   // Element-wise rules of a mixed tile gathered once per row: valid[r][j] (1/0) and bias values.
-  // Scalar on purpose: only mixed tiles get here, and the rules' layouts vary (broadcasts, bytes).
   void element_masks(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int64_t t) const {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    for (int r = 0; r < MR; ++r) {
-      if (!rows.active[r]) continue;
-      const int64_t i = rows.i0 + r;
-      float* valid = ws.valid.data() + r * KT;
-      std::fill(valid, valid + KT, 1.0f);
-      std::fill(valid + n, valid + KT, 0.0f);
-      if (p_.query_segments) {
-        const int32_t sq = p_.query_segments[b * p_.Lq + i];
-        const int32_t* sk = p_.key_segments + b * p_.Lk + j0;
-        for (int64_t j = 0; j < n; ++j)
-          if (sk[j] != sq) valid[j] = 0.0f;
-      }
-      if (p_.allowed) {
-        const uint8_t* a = mask_row(p_.allowed, b, h, i);
-        const int64_t step = p_.allowed.strides[3];
-        for (int64_t j = 0; j < n; ++j)
-          if (!a[(j0 + j) * step]) valid[j] = 0.0f;
-      }
-      if (p_.bias) {
-        const float* bi = mask_row(p_.bias, b, h, i);
-        const int64_t step = p_.bias.strides[3];
-        float* bt = ws.bias_tile.data() + r * KT;
-        for (int64_t j = 0; j < n; ++j) {
-          bt[j] = bi[(j0 + j) * step];
-          if (bt[j] == kNegInf) valid[j] = 0.0f;
-        }
-        std::fill(bt + n, bt + KT, 0.0f);
-      }
-    }
-  }
-
-  // Turns raw dot products into natural-unit logits in place (scale, softcap, ALiBi, bias, masks;
-  // -inf where masked) and returns the row maximum. Each feature is a branch-free pass chosen
-  // once per row; the common case (no ALiBi, no bias) is one fused loop. Out of line: inlined, its
-  // variants made key_tile large enough that the micro-tiles around it compiled ~15% slower in wasm.
-  MASKATTN_NOINLINE float logits_row(float* srow, int kt, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
-                   bool masked, const float* valid, const float* bias_tile,
-                   const float* bias_row, bool& has_key) const {
-    const bool softcap = p_.softcap > 0;
-    const bool alibi = p_.alibi_slopes != nullptr;
-    const bool bias = bias_tile || bias_row;
-    if (!alibi && !bias) {
-      if (!masked) return softcap ? mask_max<false, false, true, true>(srow, kt, j0, keys, valid, has_key)
-                                  : mask_max<false, false, true, false>(srow, kt, j0, keys, valid, has_key);
-      if (valid) return softcap ? mask_max<true, true, true, true>(srow, kt, j0, keys, valid, has_key)
-                                : mask_max<true, true, true, false>(srow, kt, j0, keys, valid, has_key);
-      return softcap ? mask_max<true, false, true, true>(srow, kt, j0, keys, valid, has_key)
-                     : mask_max<true, false, true, false>(srow, kt, j0, keys, valid, has_key);
-    }
-    if (softcap) scale_row<true>(srow, kt);
-    else scale_row<false>(srow, kt);
-    if (alibi) alibi_row(srow, kt, -p_.alibi_slopes[h], float(i + p_.diagonal_offset(b) - j0));
-    if (bias_tile) add_row(srow, kt, bias_tile);
-    else if (bias_row && p_.bias.strides[3]) add_row(srow, kt, bias_row + j0);
-    else if (bias_row) add_scalar(srow, kt, bias_row[0]);
-    if (!masked) return mask_max<false, false, false, false>(srow, kt, j0, keys, valid, has_key);
-    if (valid) return mask_max<true, true, false, false>(srow, kt, j0, keys, valid, has_key);
-    return mask_max<true, false, false, false>(srow, kt, j0, keys, valid, has_key);
-  }
-
-  // s = scale * dot, or softcap * tanh(dot * scale / softcap).
-  template <bool Softcap>
-  void scale_row(float* srow, int kt) const {
-    const V scale = S::splat(Softcap ? p_.scale / p_.softcap : p_.scale), cap = S::splat(p_.softcap);
-    for (int c = 0; c < kt; c += W) {
-      const V x = S::load(srow + c) * scale;
-      S::store(srow + c, Softcap ? cap * S::tanh(x) : x);
-    }
-  }
-  // s += -slope * |d(i) - j|, with diag = d(i) - j0.
-  void alibi_row(float* srow, int kt, float neg_slope, float diag) const {
-    const V iota = S::iota(), slope = S::splat(neg_slope), d = S::splat(diag);
-    for (int c = 0; c < kt; c += W)
-      S::store(srow + c, S::fma(S::abs(d - (S::splat(float(c)) + iota)), slope, S::load(srow + c)));
-  }
-  void add_row(float* srow, int kt, const float* values) const {
-    for (int c = 0; c < kt; c += W) S::store(srow + c, S::load(srow + c) + S::load(values + c));
-  }
-  void add_scalar(float* srow, int kt, float value) const {
-    const V x = S::splat(value);
-    for (int c = 0; c < kt; c += W) S::store(srow + c, S::load(srow + c) + x);
-  }
-
-  // The last pass: optional scaling (when nothing else was to be added), the key intervals and
-  // element-wise mask of a mixed tile (-inf outside), and the row maximum.
-  template <bool Masked, bool Valid, bool Scale, bool Softcap>
-  float mask_max(float* srow, int kt, int64_t j0, const RowKeys& keys, const float* valid, bool& has_key) const {
-    const V iota = S::iota();
-    const V scale = S::splat(Softcap ? p_.scale / p_.softcap : p_.scale), cap = S::splat(p_.softcap);
-    const V lo = S::splat(float(keys.lo - j0)), hi = S::splat(float(keys.hi - j0));
-    const V prefix_end = S::splat(float(keys.prefix_end - j0));
-    V mx = S::splat(kNegInf);
-    M seen = S::splat(0.0f) != S::splat(0.0f);
-    for (int c = 0; c < kt; c += W) {
-      V x = S::load(srow + c);
-      if constexpr (Scale) x = Softcap ? cap * S::tanh(x * scale) : x * scale;
-      if constexpr (Masked) {
-        const V j = S::splat(float(c)) + iota;  // key index relative to j0
-        M allow = ((j >= lo) & (j < hi)) | (j < prefix_end);
-        if constexpr (Valid) allow = allow & (S::load(valid + c) != S::splat(0.0f));
-        seen = seen | allow;
-        x = S::select(allow, x, S::splat(kNegInf));
-      }
-      S::store(srow + c, x);
-      mx = S::max_keep_nan(mx, x);
-    }
-    if (Masked && S::any(seen)) has_key = true;
-    return S::hmax(mx);
-  }
-
-  // Online softmax update of row r with this tile's logits; leaves p = e^(x - m) in srow.
-  MASKATTN_NOINLINE void online_softmax_row(float* o, Rows& rows, int r, float* srow, int kt, float rowmax) const {
-    const float m_old = rows.m[r];
-    // NaN is sticky: once a row has seen a NaN logit its max stays NaN, so the row ends NaN.
-    float m_new = (m_old != m_old || rowmax < m_old) ? m_old : rowmax;
-    if (m_new == kNegInf) {
-      // The max saw only -inf, but a NaN logit also loses every comparison: if there is one, the
-      // row's result is NaN (NaN in attended data propagates). Rare path, so a plain scan.
-      bool nan = false;
-      for (int c = 0; c < kt; ++c) nan = nan || srow[c] != srow[c];
-      if (!nan) {  // every key so far masked: weights stay 0, and no -inf - -inf
-        std::fill(srow, srow + kt, 0.0f);
-        return;
-      }
-      m_new = std::numeric_limits<float>::quiet_NaN();
-    }
-    const V log2e = S::splat(kLog2e);
-    V sum = S::splat(0.0f);
-    for (int c = 0; c < kt; c += W) {
-      // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
-      const V pv = S::exp2((S::load(srow + c) - S::splat(m_new)) * log2e);
-      S::store(srow + c, pv);
-      sum = sum + pv;
-    }
-    const float alpha = m_old == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((m_old - m_new) * kLog2e);
-    rows.l[r] = rows.l[r] * alpha + S::hsum(sum);
-    rows.m[r] = m_new;
-    if (alpha != 1.0f) {
-      const V a = S::splat(alpha);
-      for (int64_t c = 0; c < dv_pad_; c += W) S::store(o + c, S::load(o + c) * a);
-    }
+    for (int r = 0; r < MR; ++r)
+      if (rows.active[r])
+        logits_.element_row(b, h, rows.i0 + r, j0, n, KT, ws.valid.data() + r * KT, ws.bias_tile.data() + r * KT);
   }
 
   // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x one V panel (NV vectors).
@@ -580,70 +421,16 @@ class FusedAttention {
   // ---------------------------------------------------------------- row results
 
   void finish_rows(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int blk, int n_rows, float* w_rows) {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int r = 0; r < n_rows; ++r) {
-      const int64_t i = rows.i0 + r;
-      float* out = p_.out + b * p_.os.b + h * p_.os.h + i * p_.os.l;
-      float* w = w_rows ? w_rows + r * p_.Lk : nullptr;
-      float* lse = p_.lse ? p_.lse + (b * p_.Hq + h) * p_.Lq + i : nullptr;
-      if (!rows.has_key[r]) {  // fully masked: the policy decides
-        if (lse) *lse = kNegInf;
-        switch (p_.policy) {
-          case FullyMasked::zero:
-            std::fill(out, out + p_.Dv, 0.0f);
-            if (w) std::fill(w, w + p_.Lk, 0.0f);
-            break;
-          case FullyMasked::nan:
-            std::fill(out, out + p_.Dv, nan);
-            if (w) std::fill(w, w + p_.Lk, nan);
-            break;
-          case FullyMasked::uniform:
-            const float* mean = mean_v(ws);
-            std::copy(mean, mean + p_.Dv, out);
-            if (w) std::fill(w, w + p_.Lk, 1.0f / float(p_.Lk));
-            break;
-        }
-        continue;
-      }
-      const float l = rows.l[r], m = rows.m[r];
-      const float inv_l = 1.0f / l;
-      const float* o = ws.oacc.data() + (blk * MR + r) * dv_pad_;
-      for (int64_t c = 0; c < p_.Dv; ++c) out[c] = o[c] * inv_l;
-      if (lse) *lse = m + std::log(l);
-      if (w) {
-        // Masked pairs (logit -inf) are exactly 0, also in a row whose max is NaN.
-        const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
-        int64_t j = 0;
-        for (; j + W <= p_.Lk; j += W) {
-          const V x = S::load(w + j);
-          S::store(w + j, S::select(x == ninf, S::splat(0.0f), S::exp2((x - mv) * log2e) * scale));
-        }
-        for (; j < p_.Lk; ++j) w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
-      }
+      write_row_result<Arch>(p_, b, h, rows.i0 + r, rows.state[r], ws.oacc.data() + (blk * MR + r) * dv_pad_,
+                             w_rows ? w_rows + r * p_.Lk : nullptr, [&]() -> const float* {
+                               if (!ws.mean_v_ready) mean_of_values(p_, ws.b, ws.hkv, ws.mean_v.data());
+                               ws.mean_v_ready = true;
+                               return ws.mean_v.data();
+                             });
     }
-  }
-
-  // Mean of V over all Lk keys of the current kv head (the `uniform` policy), computed once.
-  const float* mean_v(Workspace& ws) const {
-    if (!ws.mean_v_ready) {
-      std::fill(ws.mean_v.begin(), ws.mean_v.begin() + p_.Dv, 0.0f);
-      if (p_.Lk > 0) {
-        const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
-        for (int64_t c = 0; c < p_.Dv; ++c) {  // column by column: no allocation mid-output
-          double sum = 0;
-          for (int64_t j = 0; j < p_.Lk; ++j) sum += v[j * p_.vs.l + c];
-          ws.mean_v[c] = float(sum / double(p_.Lk));
-        }
-      }
-      ws.mean_v_ready = true;
-    }
-    return ws.mean_v.data();
   }
 };
-
-// Runs the whole problem on this architecture (dispatch/parallel.cpp splits it over threads).
-template <class Arch>
-void run_fused_attention(const Problem& p);
 
 }  // namespace MASKATTN_KERNEL_NS
 }  // namespace maskattn::detail

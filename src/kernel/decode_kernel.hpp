@@ -1,0 +1,304 @@
+// The decode kernel: few query rows per KV head group over a long run of keys (token-by-token
+// generation, speculative verification). Decode is memory-bound (every K/V byte is used by only
+// a few rows), so unlike the prefill kernel it packs nothing:
+//   - K and V rows are read where they are, in the caller's layout and strides, once per group;
+//   - all query heads of a KV head group are one block of rows (GQA 32/8 reads K/V once, not 4x);
+//   - Q·Kᵀ keeps several keys in flight: RB rows x KB keys of accumulators (RB * KB = one vector's
+//     lanes), folded into one vector of dot products with a single horizontal reduction;
+//   - one vector exp per score, one rescale of the output rows per key tile (not per key);
+//   - P·V streams each V row once, for all rows of the block, with fp32 accumulators in registers.
+// Masking goes through the same row intervals (mask/row_keys.hpp), tile classes and logits pass
+// (kernel/logits.hpp) as prefill, and the same online-softmax state (kernel/online_softmax.hpp):
+// a (row, tile) pair is skipped, full or mixed; mixed rows add only their allowed keys' V rows, so
+// masked V (padding, NaN) never meets a weight.
+//
+// One call of run() computes rows [r0, r1) of group (b, hkv) over keys [k0, k1) (a split-K chunk)
+// and leaves each row's softmax state and unnormalised output; kernel/run.hpp merges the chunks.
+#pragma once
+
+#include "kernel/arch_namespace.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/problem.hpp"
+#include "kernel/logits.hpp"
+#include "kernel/online_softmax.hpp"
+#include "kernel/simd.hpp"
+#include "kernel/workspace.hpp"
+#include "mask/row_keys.hpp"
+
+namespace maskattn::detail {
+inline namespace MASKATTN_KERNEL_NS {
+
+template <class Arch>
+class DecodeAttention {
+  using S = Simd<Arch>;
+  using V = typename S::V;
+  static constexpr int W = S::W;
+
+ public:
+  static constexpr int KT = 64;         // keys per tile (scores of a tile stay in L1)
+  static constexpr int kMaxRows = 32;   // rows per work item; larger groups become several items
+  // Output columns per P·V pass: as many vectors as leave room for the V loads and a broadcast.
+  static constexpr int NV = S::kRegisters >= 32 ? 8 : 4;
+
+  explicit DecodeAttention(const Problem& p) : p_(p), logits_(p) {
+    dv_pad_ = (p.Dv + W - 1) / W * W;
+  }
+
+  int64_t rows_per_group() const { return p_.group * p_.Lq; }
+  int64_t output_stride() const { return dv_pad_; }
+  // Scratch: scores, element masks and bias of kMaxRows x KT, and kMaxRows output rows (oacc).
+  void reserve(Workspace& ws) const { ws.reserve(0, KT, 0, dv_pad_, kMaxRows, p_.Dv); }
+
+  // Row r of a group is query head hkv * group + r / Lq at position r % Lq.
+  // states[r - r0] and o[(r - r0) * output_stride()] receive the row's partial result over keys
+  // [k0, k1) (k0 a multiple of KT); weights rows (if asked) receive the logits of those keys.
+  void run(Workspace& ws, int64_t b, int64_t hkv, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
+           SoftmaxRow* states, float* o) {
+    const int n_rows = int(r1 - r0);
+    Row* rows = rows_;
+    int64_t first = k1, last = k0;
+    for (int r = 0; r < n_rows; ++r) {
+      Row& row = rows[r];
+      row.h = hkv * p_.group + (r0 + r) / p_.Lq;
+      row.i = (r0 + r) % p_.Lq;
+      row.keys = row_keys(p_, b, row.i);
+      row.q = p_.q + b * p_.qs.b + row.h * p_.qs.h + row.i * p_.qs.l;
+      states[r] = SoftmaxRow{};
+      std::fill(o + r * dv_pad_, o + (r + 1) * dv_pad_, 0.0f);
+      if (p_.weights) {
+        float* w = p_.weights + ((b * p_.Hq + row.h) * p_.Lq + row.i) * p_.Lk;
+        std::fill(w + k0, w + k1, kNegInf);
+      }
+      if (row.keys.empty()) continue;
+      first = std::min(first, std::max(k0, row.keys.first()));
+      last = std::max(last, std::min(k1, row.keys.last_exclusive()));
+    }
+    if (first >= last) {
+      ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT;
+      return;
+    }
+    const int64_t t_begin = (first - k0) / KT, t_end = (last - k0 + KT - 1) / KT;
+    ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT - (t_end - t_begin);
+    for (int64_t t = t_begin; t < t_end; ++t)
+      key_tile(ws, b, hkv, rows, n_rows, k0 + t * KT, std::min<int64_t>(KT, k1 - k0 - t * KT), states, o);
+  }
+
+ private:
+  struct Row {
+    int64_t h = 0, i = 0;
+    RowKeys keys;
+    const float* q = nullptr;
+  };
+
+  const Problem& p_;
+  Logits<Arch> logits_;
+  int64_t dv_pad_ = 0;
+  // Per-item row table and per-tile lists (indices into the active list).
+  Row rows_[kMaxRows];
+  int active_[kMaxRows], full_[kMaxRows];
+  TileClass class_[kMaxRows];
+  const float* qrows_[kMaxRows];
+
+  void key_tile(Workspace& ws, int64_t b, int64_t hkv, const Row* rows, int n_rows, int64_t j0, int64_t n,
+                SoftmaxRow* states, float* o) {
+    const int kt = int((n + W - 1) / W * W);
+    // Classify each row's pairs with this tile; rows that attend something join the active list.
+    int32_t seg_lo = 0, seg_hi = 0;
+    if (p_.query_segments) {
+      const int32_t* seg = p_.key_segments + b * p_.Lk + j0;
+      seg_lo = seg_hi = seg[0];
+      for (int64_t j = 1; j < n; ++j) { seg_lo = std::min(seg_lo, seg[j]); seg_hi = std::max(seg_hi, seg[j]); }
+    }
+    int* active = active_;
+    TileClass* cls = class_;
+    int n_active = 0, n_full = 0;
+    for (int r = 0; r < n_rows; ++r) {
+      if (rows[r].keys.empty()) continue;
+      TileClass c = logits_.classify_row(b, rows[r].h, rows[r].i, rows[r].keys, j0, n, seg_lo, seg_hi);
+      if (c == TileClass::skip) continue;
+      if (c == TileClass::full && n < kt) c = TileClass::mixed;  // lanes past the last key
+      cls[n_active] = c;
+      n_full += c == TileClass::full;
+      active[n_active++] = r;
+    }
+    if (n_active == 0) {
+      ++ws.stats.tiles_skipped;
+      return;
+    }
+    (n_full == n_active ? ws.stats.tiles_full : ws.stats.tiles_mixed) += 1;
+
+    // Scores of the active rows, [n_active][KT].
+    float* s = ws.scores.data();
+    const float* k = p_.k + b * p_.ks.b + hkv * p_.ks.h + j0 * p_.ks.l;
+    const float** qrows = qrows_;
+    for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
+    qk_rows(qrows, n_active, k, int(n), kt, s);
+
+    // Logits, masks and the online-softmax update, row by row.
+    const bool elementwise_rules = p_.allowed || p_.bias || p_.query_segments;
+    for (int a = 0; a < n_active; ++a) {
+      const Row& row = rows[active[a]];
+      float* srow = s + a * KT;
+      const bool masked = cls[a] == TileClass::mixed;
+      const bool elementwise = masked && elementwise_rules;
+      float* valid = ws.valid.data() + a * KT;
+      float* bias_tile = ws.bias_tile.data() + a * KT;
+      if (elementwise) logits_.element_row(b, row.h, row.i, j0, n, kt, valid, bias_tile);
+      const float* full_bias = (p_.bias && !elementwise) ? mask_row(p_.bias, b, row.h, row.i) : nullptr;
+      SoftmaxRow& st = states[active[a]];
+      const float tile_max = logits_.row(srow, kt, j0, b, row.h, row.i, row.keys, masked,
+                                         elementwise ? valid : nullptr, elementwise && p_.bias ? bias_tile : nullptr,
+                                         full_bias, st.has_key);
+      if (!masked) st.has_key = true;
+      if (p_.weights)
+        std::memcpy(p_.weights + ((b * p_.Hq + row.h) * p_.Lq + row.i) * p_.Lk + j0, srow, sizeof(float) * n);
+      if (!OnlineSoftmax<Arch>::update(st, srow, kt, tile_max, o + active[a] * dv_pad_, dv_pad_))
+        cls[a] = TileClass::skip;  // nothing allowed after all (e.g. bias -inf): no V to add
+    }
+
+    // P·V: full rows together in register blocks; mixed rows over their allowed keys only.
+    const float* v = p_.v + b * p_.vs.b + hkv * p_.vs.h + j0 * p_.vs.l;
+    int* full = full_;
+    int nf = 0;
+    for (int a = 0; a < n_active; ++a) {
+      if (cls[a] == TileClass::full) full[nf++] = a;
+      else if (cls[a] == TileClass::mixed) pv_masked_row(rows[active[a]], s + a * KT, ws.valid.data() + a * KT,
+                                                        elementwise_rules, j0, n, v, o + active[a] * dv_pad_);
+    }
+    for (int f = 0; f < nf;) {
+      const int left = nf - f;
+      if (left >= 4 && NV * 4 <= 2 * S::kRegisters) { pv_rows<4>(full + f, active, s, v, int(n), o); f += 4; }
+      else if (left >= 2) { pv_rows<2>(full + f, active, s, v, int(n), o); f += 2; }
+      else { pv_rows<1>(full + f, active, s, v, int(n), o); f += 1; }
+    }
+  }
+
+  // ---------------------------------------------------------------- Q·Kᵀ
+
+  // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
+  // and masked later by the intervals).
+  void qk_rows(const float* const* qrows, int n_rows, const float* k, int n, int kt, float* s) const {
+    if constexpr (W == 1) {
+      qk_block<1>(qrows, n_rows, k, n, kt, s);
+    } else {
+      // Widest row block that the rows fill; larger groups go in blocks of W / 2 rows (2 keys).
+      if (n_rows == 1) qk_block<1>(qrows, n_rows, k, n, kt, s);
+      else if (n_rows == 2 || W == 4) qk_block<2>(qrows, n_rows, k, n, kt, s);
+      else if (n_rows <= 4 || W == 8) qk_block<4>(qrows, n_rows, k, n, kt, s);
+      else qk_block<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, s);
+    }
+  }
+
+  template <int RB>
+  MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const float* k, int n, int kt,
+                                  float* s) const {
+    constexpr int KB = W / RB;
+    static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
+    const int64_t D = p_.D, d_vec = D / W * W, ks = p_.ks.l;
+    alignas(64) float dots[W];
+    for (int r0 = 0; r0 < n_rows; r0 += RB) {
+      const float* q[RB];
+      for (int r = 0; r < RB; ++r) q[r] = qrows[std::min(r0 + r, n_rows - 1)];
+      for (int j = 0; j < kt; j += KB) {
+        const float* kr[KB];
+        for (int c = 0; c < KB; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
+        V acc[W];
+        for (int x = 0; x < W; ++x) acc[x] = S::splat(0.0f);
+        for (int64_t d = 0; d < d_vec; d += W) {
+          V kv[KB];
+          for (int c = 0; c < KB; ++c) kv[c] = S::load(kr[c] + d);
+          for (int r = 0; r < RB; ++r) {
+            const V qv = S::load(q[r] + d);
+            for (int c = 0; c < KB; ++c) acc[r * KB + c] = S::fma(qv, kv[c], acc[r * KB + c]);
+          }
+        }
+        S::store(dots, S::reduce_lanes(acc));  // dots[r * KB + c] = q_r · k_c
+        if (d_vec < D)
+          for (int r = 0; r < RB; ++r)
+            for (int c = 0; c < KB; ++c)
+              for (int64_t d = d_vec; d < D; ++d) dots[r * KB + c] += q[r][d] * kr[c][d];
+        for (int r = 0; r < RB && r0 + r < n_rows; ++r)
+          for (int c = 0; c < KB; ++c) s[(r0 + r) * KT + j + c] = dots[r * KB + c];
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- P·V
+
+  // o[row] += sum_j p[row][j] v_j over the n keys of the tile, for R rows (indices into the active
+  // list) at once: each V row is loaded once per pass and used by every row.
+  template <int R>
+  MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, const float* v, int n,
+                                 float* o) const {
+    const float* prow[R];
+    float* orow[R];
+    for (int r = 0; r < R; ++r) {
+      prow[r] = s + which[r] * KT;
+      orow[r] = o + active[which[r]] * dv_pad_;
+    }
+    const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
+    int64_t c0 = 0;
+    for (; c0 + NV * W <= dv_vec; c0 += NV * W) pv_columns<R, NV>(prow, orow, v, vs, n, c0);
+    for (; c0 + W <= dv_vec; c0 += W) pv_columns<R, 1>(prow, orow, v, vs, n, c0);
+    for (int64_t c = dv_vec; c < p_.Dv; ++c)  // columns past the last whole vector
+      for (int r = 0; r < R; ++r) {
+        float acc = orow[r][c];
+        for (int j = 0; j < n; ++j) acc += prow[r][j] * v[j * vs + c];
+        orow[r][c] = acc;
+      }
+  }
+
+  template <int R, int C>
+  void pv_columns(const float* const* prow, float* const* orow, const float* v, int64_t vs, int n, int64_t c0) const {
+    V acc[R][C];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) acc[r][c] = S::load(orow[r] + c0 + c * W);
+    for (int j = 0; j < n; ++j) {
+      const float* vr = v + j * vs + c0;
+      V vv[C];
+      for (int c = 0; c < C; ++c) vv[c] = S::load(vr + c * W);
+      for (int r = 0; r < R; ++r) {
+        const V pj = S::splat(prow[r][j]);
+        for (int c = 0; c < C; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
+  }
+
+  // One mixed row: only the keys its intervals and element-wise rules allow are read.
+  void pv_masked_row(const Row& row, const float* p, const float* valid, bool elementwise, int64_t j0, int64_t n,
+                     const float* v, float* o) const {
+    const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
+    const RowKeys& keys = row.keys;
+    auto allowed = [&](int64_t j) {  // j relative to j0
+      return keys.allows(j0 + j) && (!elementwise || valid[j] != 0.0f);
+    };
+    for (int64_t c0 = 0; c0 < dv_vec; c0 += NV * W) {
+      const int C = int(std::min<int64_t>(NV, (dv_vec - c0) / W));
+      V acc[NV];
+      for (int c = 0; c < C; ++c) acc[c] = S::load(o + c0 + c * W);
+      for (int64_t j = 0; j < n; ++j) {
+        if (!allowed(j)) continue;
+        const V pj = S::splat(p[j]);
+        const float* vr = v + j * vs + c0;
+        for (int c = 0; c < C; ++c) acc[c] = S::fma(pj, S::load(vr + c * W), acc[c]);
+      }
+      for (int c = 0; c < C; ++c) S::store(o + c0 + c * W, acc[c]);
+    }
+    for (int64_t c = dv_vec; c < p_.Dv; ++c) {
+      float acc = o[c];
+      for (int64_t j = 0; j < n; ++j)
+        if (allowed(j)) acc += p[j] * v[j * vs + c];
+      o[c] = acc;
+    }
+  }
+};
+
+}  // namespace MASKATTN_KERNEL_NS
+}  // namespace maskattn::detail

@@ -1,0 +1,162 @@
+// The online-softmax state of one query row, shared by the prefill and the decode kernels:
+//   m = running max of the logits, l = sum_j e^(s_j - m), o = sum_j e^(s_j - m) v_j (unnormalised).
+// A tile of new logits with max t updates them as  m' = max(m, t),  alpha = e^(m - m'),
+//   l' = l * alpha + sum e^(s - m'),  o' = o * alpha + P·V;
+// two partial states over disjoint key ranges (split-K) merge the same way, each rescaled by
+// e^(m_i - M). The final row is o / l and lse = m + ln l.
+//
+// The -inf guard: while m is -inf every key seen so far was masked, and e^(s - m) would be
+// -inf - (-inf) = NaN, so such a tile contributes nothing (unless a NaN logit hid from the max:
+// NaN in attended data must reach the row). Whether a row is fully masked comes from the masks
+// (has_key), never from these numbers.
+#pragma once
+
+#include "kernel/arch_namespace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "core/problem.hpp"
+#include "kernel/simd.hpp"
+#include "kernel/softmax_row.hpp"
+
+namespace maskattn::detail {
+inline namespace MASKATTN_KERNEL_NS {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <class Arch>
+struct OnlineSoftmax {
+  using S = Simd<Arch>;
+  using V = typename S::V;
+  static constexpr int W = S::W;
+
+  // Folds one tile of logits srow[0, kt) (kt a multiple of W; masked entries -inf) whose max is
+  // `tile_max` into the row state; leaves the weights p = e^(s - m) in srow and rescales the
+  // unnormalised output o[0, o_len) (o_len a multiple of W). Returns false when the tile holds
+  // only masked keys (srow is then all 0 and o untouched).
+  static bool update(SoftmaxRow& st, float* srow, int kt, float tile_max, float* o, int64_t o_len) {
+    const float m_old = st.m;
+    float m_new = (m_old != m_old || tile_max < m_old) ? m_old : tile_max;
+    if (m_new == kNegInf) {
+      // The max saw only -inf, but a NaN logit loses every comparison too: if there is one, the
+      // row's result is NaN. Rare path, so a plain scan.
+      bool nan = false;
+      for (int c = 0; c < kt; ++c) nan = nan || srow[c] != srow[c];
+      if (!nan) {
+        std::fill(srow, srow + kt, 0.0f);
+        return false;
+      }
+      m_new = std::numeric_limits<float>::quiet_NaN();
+    }
+    const V m = S::splat(m_new), log2e = S::splat(kLog2e);
+    V sum = S::splat(0.0f);
+    for (int c = 0; c < kt; c += W) {
+      // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
+      const V p = S::exp2((S::load(srow + c) - m) * log2e);
+      S::store(srow + c, p);
+      sum = sum + p;
+    }
+    const float alpha = m_old == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((m_old - m_new) * kLog2e);
+    st.l = st.l * alpha + S::hsum(sum);
+    st.m = m_new;
+    if (alpha != 1.0f) scale(o, o_len, alpha);
+    return true;
+  }
+
+  // Adds a partial state over other keys (its output o_part) into `acc` (output o_acc), both
+  // unnormalised: each side rescaled by e^(m_i - M). A part that saw no allowed key adds nothing.
+  static void merge(SoftmaxRow& acc, float* o_acc, const SoftmaxRow& part, const float* o_part,
+                    int64_t o_len) {
+    acc.has_key = acc.has_key || part.has_key;
+    if (part.m == kNegInf) return;  // nothing allowed (or nothing seen) in that part
+    if (acc.m == kNegInf) {
+      acc.m = part.m;
+      acc.l = part.l;
+      std::copy(o_part, o_part + o_len, o_acc);
+      return;
+    }
+    const bool nan = acc.m != acc.m || part.m != part.m;
+    const float m = nan ? std::numeric_limits<float>::quiet_NaN() : std::max(acc.m, part.m);
+    const float a = Simd<ScalarArch>::exp2((acc.m - m) * kLog2e);
+    const float b = Simd<ScalarArch>::exp2((part.m - m) * kLog2e);
+    acc.m = m;
+    acc.l = acc.l * a + part.l * b;
+    const V va = S::splat(a), vb = S::splat(b);
+    int64_t c = 0;
+    for (; c + W <= o_len; c += W) S::store(o_acc + c, S::load(o_acc + c) * va + S::load(o_part + c) * vb);
+    for (; c < o_len; ++c) o_acc[c] = o_acc[c] * a + o_part[c] * b;
+  }
+
+  static void scale(float* o, int64_t n, float alpha) {
+    const V a = S::splat(alpha);
+    int64_t c = 0;
+    for (; c + W <= n; c += W) S::store(o + c, S::load(o + c) * a);
+    for (; c < n; ++c) o[c] *= alpha;
+  }
+};
+
+// Mean of V over all Lk keys of (b, kv head): the `uniform` policy's output row.
+inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean) {
+  std::fill(mean, mean + p.Dv, 0.0f);
+  if (p.Lk == 0) return;
+  const float* v = p.v + b * p.vs.b + hkv * p.vs.h;
+  for (int64_t c = 0; c < p.Dv; ++c) {  // column by column: no allocation mid-output
+    double sum = 0;
+    for (int64_t j = 0; j < p.Lk; ++j) sum += v[j * p.vs.l + c];
+    mean[c] = float(sum / double(p.Lk));
+  }
+}
+
+// Writes the final result of query row i of (b, h): the output row, its lse, and (if asked) turns
+// the weights row, which holds the row's logits (-inf where masked), into probabilities.
+// `mean_v` is called only for a fully masked row under the `uniform` policy.
+template <class Arch, class MeanV>
+void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const SoftmaxRow& st,
+                      const float* o, float* w, MeanV&& mean_v) {
+  using S = Simd<Arch>;
+  using V = typename S::V;
+  constexpr int W = S::W;
+  float* out = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
+  float* lse = p.lse ? p.lse + (b * p.Hq + h) * p.Lq + i : nullptr;
+  if (!st.has_key) {  // fully masked: the policy decides
+    if (lse) *lse = kNegInf;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    switch (p.policy) {
+      case FullyMasked::zero:
+        std::fill(out, out + p.Dv, 0.0f);
+        if (w) std::fill(w, w + p.Lk, 0.0f);
+        break;
+      case FullyMasked::nan:
+        std::fill(out, out + p.Dv, nan);
+        if (w) std::fill(w, w + p.Lk, nan);
+        break;
+      case FullyMasked::uniform: {
+        const float* mean = mean_v();
+        std::copy(mean, mean + p.Dv, out);
+        if (w) std::fill(w, w + p.Lk, 1.0f / float(p.Lk));
+        break;
+      }
+    }
+    return;
+  }
+  const float inv_l = 1.0f / st.l;
+  for (int64_t c = 0; c < p.Dv; ++c) out[c] = o[c] * inv_l;
+  if (lse) *lse = st.m + std::log(st.l);
+  if (w) {
+    // Masked pairs (logit -inf) are exactly 0, also in a row whose max is NaN.
+    const V mv = S::splat(st.m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
+    int64_t j = 0;
+    for (; j + W <= p.Lk; j += W) {
+      const V x = S::load(w + j);
+      S::store(w + j, S::select(x == ninf, S::splat(0.0f), S::exp2((x - mv) * log2e) * scale));
+    }
+    for (; j < p.Lk; ++j)
+      w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - st.m) * kLog2e) * inv_l;
+  }
+}
+
+}  // namespace MASKATTN_KERNEL_NS
+}  // namespace maskattn::detail
