@@ -95,6 +95,7 @@ struct Case {
   MaskSpec<float> bias;
   MaskSpec<uint8_t> allowed;
   bool want_weights = true, want_lse = true;
+  int threads = 1;
 
   Case& dims(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, int64_t dv) {
     B = b; Hq = hq; Hkv = hkv; Lq = lq; Lk = lk; D = d; Dv = dv;
@@ -123,6 +124,7 @@ struct Case {
     o.fully_masked = policy;
     o.target = t.target;
     o.kernel = t.kernel;
+    o.threads = threads;
     return o;
   }
 };
@@ -1696,6 +1698,44 @@ TEST_P(Differential, RepeatedCallsAreBitwiseIdentical) {
   EXPECT_EQ(0, std::memcmp(a.out.buf.data(), b.out.buf.data(), a.out.buf.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)));
+}
+
+// Threads only decide who computes which unit: 1, 2, 3 and 8 threads give bitwise identical
+// results, on problems large enough that the library really uses several threads (several query
+// blocks per head for prefill; several split-K chunks per group for decode).
+TEST_P(Differential, ThreadCountDoesNotChangeResults) {
+  Rng rng("Threads");
+  std::vector<Case> cases(3);
+  cases[0].dims(2, 8, 2, 3, 2100, 64, 48);  // decode-shaped: 12 rows per group, 5 chunks of 512 keys
+  cases[0].causal = true;
+  cases[0].key_lengths = lengths({2100, 1500});
+  cases[1].dims(1, 4, 4, 300, 300, 64, 64);  // prefill-shaped: several query blocks per head
+  cases[1].causal = true;
+  cases[1].window = {100, 0};
+  cases[2].dims(2, 4, 2, 40, 900, 32, 32);  // mixed masks on a split problem
+  cases[2].allowed = random_allowed(rng, {2, 1, 40, 900}, 0.7);
+  cases[2].alibi = {0.5f, 0.25f, 0.125f, 0.0625f};
+  for (const Case& base : cases) {
+    const Inputs in = make_inputs(base, rng);
+    Case one = base;
+    const KernelRun first = run_kernel(one, in, target());
+    ASSERT_TRUE(first.ok);
+    check_outputs(one, in, first, run_reference(one, in));
+    for (int threads : {2, 3, 8}) {
+      Case c = base;
+      c.threads = threads;
+      Stats stats;
+      const KernelRun r = run_kernel(c, in, target(), &stats);
+      ASSERT_TRUE(r.ok);
+#if !defined(__EMSCRIPTEN__) || defined(__EMSCRIPTEN_PTHREADS__)
+      EXPECT_GE(stats.threads_used, 2) << "the problem must really split across threads";
+#endif
+      EXPECT_EQ(0, std::memcmp(first.out.buf.data(), r.out.buf.data(), r.out.buf.size() * sizeof(float)))
+          << threads << " threads";
+      EXPECT_EQ(0, std::memcmp(first.weights.data(), r.weights.data(), r.weights.size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(first.lse.data(), r.lse.data(), r.lse.size() * sizeof(float)));
+    }
+  }
 }
 
 MASKATTN_INSTANTIATE_FOR_TARGETS(Differential);

@@ -44,6 +44,16 @@ class DecodeAttention {
   static constexpr int kMaxRows = 32;   // rows per work item; larger groups become several items
   // Output columns per P·V pass: as many vectors as leave room for the V loads and a broadcast.
   static constexpr int NV = S::kRegisters >= 32 ? 8 : 4;
+  // Accumulator registers of a P·V block (rows x column vectors): about half the register file.
+  static constexpr int kPvAccumulators = S::kRegisters >= 32 ? 16 : S::kRegisters >= 16 ? 8 : 6;
+  static constexpr int pv_columns_for(int rows) {
+    int c = 1;
+    while (c * 2 <= NV && c * 2 * rows <= kPvAccumulators) c *= 2;
+    return c;
+  }
+  // Software prefetch distance in keys: K and V rows this far ahead are requested while the
+  // current ones are used, so several cache-line misses are in flight (decode is bound by them).
+  static constexpr int kPrefetchKeys = 8;
 
   explicit DecodeAttention(const Problem& p) : p_(p), logits_(p) {
     dv_pad_ = (p.Dv + W - 1) / W * W;
@@ -85,7 +95,8 @@ class DecodeAttention {
     const int64_t t_begin = (first - k0) / KT, t_end = (last - k0 + KT - 1) / KT;
     ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT - (t_end - t_begin);
     for (int64_t t = t_begin; t < t_end; ++t)
-      key_tile(ws, b, hkv, rows, n_rows, k0 + t * KT, std::min<int64_t>(KT, k1 - k0 - t * KT), states, o);
+      key_tile(ws, b, hkv, rows, n_rows, k0 + t * KT, std::min<int64_t>(KT, k1 - k0 - t * KT),
+               std::min(k1, k0 + t_end * KT), states, o);
   }
 
  private:
@@ -105,7 +116,7 @@ class DecodeAttention {
   const float* qrows_[kMaxRows];
 
   void key_tile(Workspace& ws, int64_t b, int64_t hkv, const Row* rows, int n_rows, int64_t j0, int64_t n,
-                SoftmaxRow* states, float* o) {
+                int64_t k_end, SoftmaxRow* states, float* o) {
     const int kt = int((n + W - 1) / W * W);
     // Classify each row's pairs with this tile; rows that attend something join the active list.
     int32_t seg_lo = 0, seg_hi = 0;
@@ -137,7 +148,8 @@ class DecodeAttention {
     const float* k = p_.k + b * p_.ks.b + hkv * p_.ks.h + j0 * p_.ks.l;
     const float** qrows = qrows_;
     for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
-    qk_rows(qrows, n_active, k, int(n), kt, s);
+    const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
+    qk_rows(qrows, n_active, k, int(n), kt, ahead, s);
 
     // Logits, masks and the online-softmax update, row by row.
     const bool elementwise_rules = p_.allowed || p_.bias || p_.query_segments;
@@ -172,9 +184,9 @@ class DecodeAttention {
     }
     for (int f = 0; f < nf;) {
       const int left = nf - f;
-      if (left >= 4 && NV * 4 <= 2 * S::kRegisters) { pv_rows<4>(full + f, active, s, v, int(n), o); f += 4; }
-      else if (left >= 2) { pv_rows<2>(full + f, active, s, v, int(n), o); f += 2; }
-      else { pv_rows<1>(full + f, active, s, v, int(n), o); f += 1; }
+      if (left >= 4) { pv_rows<4>(full + f, active, s, v, int(n), ahead, o); f += 4; }
+      else if (left >= 2) { pv_rows<2>(full + f, active, s, v, int(n), ahead, o); f += 2; }
+      else { pv_rows<1>(full + f, active, s, v, int(n), ahead, o); f += 1; }
     }
   }
 
@@ -182,21 +194,30 @@ class DecodeAttention {
 
   // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
   // and masked later by the intervals).
-  void qk_rows(const float* const* qrows, int n_rows, const float* k, int n, int kt, float* s) const {
+  void qk_rows(const float* const* qrows, int n_rows, const float* k, int n, int kt, int64_t ahead, float* s) const {
     if constexpr (W == 1) {
-      qk_block<1>(qrows, n_rows, k, n, kt, s);
+      qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
     } else {
       // Widest row block that the rows fill; larger groups go in blocks of W / 2 rows (2 keys).
-      if (n_rows == 1) qk_block<1>(qrows, n_rows, k, n, kt, s);
-      else if (n_rows == 2 || W == 4) qk_block<2>(qrows, n_rows, k, n, kt, s);
-      else if (n_rows <= 4 || W == 8) qk_block<4>(qrows, n_rows, k, n, kt, s);
-      else qk_block<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, s);
+      if (n_rows == 1) qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
+      else if (n_rows == 2 || W == 4) qk_block<2>(qrows, n_rows, k, n, kt, ahead, s);
+      else if (n_rows <= 4 || W == 8) qk_block<4>(qrows, n_rows, k, n, kt, ahead, s);
+      else qk_block<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, s);
     }
+  }
+
+  // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
+  static void prefetch_row(const float* p, int64_t floats) {
+#if defined(__GNUC__)
+    for (int64_t x = 0; x < floats; x += 16) __builtin_prefetch(p + x);
+#else
+    (void)p; (void)floats;
+#endif
   }
 
   template <int RB>
   MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const float* k, int n, int kt,
-                                  float* s) const {
+                                  int64_t ahead, float* s) const {
     constexpr int KB = W / RB;
     static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
     const int64_t D = p_.D, d_vec = D / W * W, ks = p_.ks.l;
@@ -207,6 +228,9 @@ class DecodeAttention {
       for (int j = 0; j < kt; j += KB) {
         const float* kr[KB];
         for (int c = 0; c < KB; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
+        if (r0 == 0)
+          for (int c = 0; c < KB; ++c)
+            if (j + c + kPrefetchKeys < ahead) prefetch_row(k + (j + c + kPrefetchKeys) * ks, D);
         V acc[W];
         for (int x = 0; x < W; ++x) acc[x] = S::splat(0.0f);
         for (int64_t d = 0; d < d_vec; d += W) {
@@ -234,7 +258,7 @@ class DecodeAttention {
   // list) at once: each V row is loaded once per pass and used by every row.
   template <int R>
   MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, const float* v, int n,
-                                 float* o) const {
+                                 int64_t ahead, float* o) const {
     const float* prow[R];
     float* orow[R];
     for (int r = 0; r < R; ++r) {
@@ -243,8 +267,9 @@ class DecodeAttention {
     }
     const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
     int64_t c0 = 0;
-    for (; c0 + NV * W <= dv_vec; c0 += NV * W) pv_columns<R, NV>(prow, orow, v, vs, n, c0);
-    for (; c0 + W <= dv_vec; c0 += W) pv_columns<R, 1>(prow, orow, v, vs, n, c0);
+    constexpr int C = pv_columns_for(R);
+    for (; c0 + C * W <= dv_vec; c0 += C * W) pv_columns<R, C>(prow, orow, v, vs, n, c0, c0 == 0 ? ahead : 0);
+    for (; c0 + W <= dv_vec; c0 += W) pv_columns<R, 1>(prow, orow, v, vs, n, c0, 0);
     for (int64_t c = dv_vec; c < p_.Dv; ++c)  // columns past the last whole vector
       for (int r = 0; r < R; ++r) {
         float acc = orow[r][c];
@@ -253,12 +278,15 @@ class DecodeAttention {
       }
   }
 
+  // `ahead` > 0: the first pass over the tile also prefetches V rows that far ahead.
   template <int R, int C>
-  void pv_columns(const float* const* prow, float* const* orow, const float* v, int64_t vs, int n, int64_t c0) const {
+  void pv_columns(const float* const* prow, float* const* orow, const float* v, int64_t vs, int n, int64_t c0,
+                  int64_t ahead) const {
     V acc[R][C];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = S::load(orow[r] + c0 + c * W);
     for (int j = 0; j < n; ++j) {
+      if (j + kPrefetchKeys < ahead) prefetch_row(v + (j + kPrefetchKeys) * vs, p_.Dv);
       const float* vr = v + j * vs + c0;
       V vv[C];
       for (int c = 0; c < C; ++c) vv[c] = S::load(vr + c * W);

@@ -72,8 +72,10 @@ void run_prefill(const Problem& p) {
     const int64_t begin = chunk * per_chunk, end = std::min(blocks, begin + per_chunk);
     if (begin < end) Prefill(p).run(workspaces[worker], head / p.Hkv, head % p.Hkv, begin, end);
   });
-  if (p.stats)
+  if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
+    p.stats->threads_used = std::max(p.stats->threads_used, threads);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -143,8 +145,10 @@ void run_decode(const Problem& p) {
       });
     }
   });
-  if (p.stats)
+  if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
+    p.stats->threads_used = std::max(p.stats->threads_used, threads);
+  }
 }
 
 template <class Arch>

@@ -179,6 +179,7 @@ struct Stats {
   int64_t tiles_skipped = 0;  // every pair masked: K/V never read
   int64_t tiles_full = 0;     // every pair allowed: no per-element mask work
   int64_t tiles_mixed = 0;    // masked per element
+  int threads_used = 0;       // most threads a call used (<= Options::threads; fewer when more do not pay)
 };
 
 struct Options {
