@@ -10,8 +10,9 @@
 // intervals reach, and classifies each:
 //   skip   - every pair masked: nothing computed, K/V not touched;
 //   full   - every pair allowed: no per-element mask work, register-blocked P·V;
-//   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element, and P·V
-//            runs row by row over each row's allowed keys only, so masked V never meets a weight.
+//   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element; P·V is
+//            register-blocked when the tile's V is finite (masked weights are exactly 0), else
+//            row by row over each row's allowed keys only, so masked NaN/inf V never meets a weight.
 // Softmax is online (kernel/online_softmax.hpp, shared with the decode kernel); the logits pass and
 // the element-wise masks are kernel/logits.hpp. Whether a row is fully masked comes from the masks
 // (has_key), never from scores.
@@ -69,6 +70,8 @@ class PrefillAttention {
   // is in L1/L2, instead of streaming all of K and V from L3 for every MR rows.
   static constexpr int NB = 4;
   static_assert(KT % PANEL == 0, "a key tile holds whole panels");
+  // ws.packed[t]: 0 = not packed yet for this (b, kv head), else packed, and whether V is finite.
+  static constexpr uint8_t kPacked = 1, kPackedFinite = 2;
 
   explicit PrefillAttention(const Problem& p) : p_(p), logits_(p) {
     // Value rows padded to whole NV-vector panels: the P·V micro-tile needs no tail case.
@@ -132,7 +135,6 @@ class PrefillAttention {
   }
 
   void pack_tile(Workspace& ws, int64_t t) {
-    ws.packed[t] = 1;
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
     const float* k = p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
     const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
@@ -149,15 +151,20 @@ class PrefillAttention {
     }
     // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
     float* vp = ws.vpack.data() + t * KT * dv_pad_;
+    bool finite = true;  // x - x is 0 for finite x, NaN for NaN and inf
     for (int64_t jj = 0; jj < kt; ++jj) {  // each source row read once, in order
       const float* src = v + (j0 + jj) * p_.vs.l;
       for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
         const int64_t width = jj < n ? std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0)) : 0;
         float* dst = vp + (c0 / PANEL) * KT * PANEL + jj * PANEL;
-        for (int64_t c = 0; c < width; ++c) dst[c] = src[c0 + c];
+        for (int64_t c = 0; c < width; ++c) {
+          dst[c] = src[c0 + c];
+          finite = finite && dst[c] - dst[c] == 0.0f;
+        }
         for (int64_t c = width; c < PANEL; ++c) dst[c] = 0.0f;
       }
     }
+    ws.packed[t] = finite ? kPackedFinite : kPacked;
   }
 
   // ---------------------------------------------------------------- one block of MR query rows
@@ -318,7 +325,10 @@ class PrefillAttention {
       }
       OnlineSoftmax<Arch>::update(rows.state[r], srow, kt, rowmax, oacc + r * dv_pad_, dv_pad_);
     }
-    if (cls == TileClass::full) {
+    // A mixed tile whose V is all finite can use the register-blocked P·V too: its masked weights
+    // are exactly 0 and 0 * finite adds nothing. Only NaN or inf in V (0 * NaN = NaN) needs the
+    // row-by-row path that never reads a masked key's V.
+    if (cls == TileClass::full || ws.packed[t] == kPackedFinite) {
       pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt);
     } else {
       for (int r = 0; r < MR; ++r)
