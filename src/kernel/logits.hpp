@@ -91,9 +91,12 @@ class Logits {
     }
     if (p_.allowed) {
       const uint8_t* a = mask_row(p_.allowed, b, h, i);
-      const int64_t step = p_.allowed.strides[3];
-      for (int64_t j = 0; j < n; ++j)
-        if (!a[(j0 + j) * step]) valid[j] = 0.0f;
+      if (p_.allowed.strides[3] == 1) {  // the common layout, as a loop the compiler vectorises
+        a += j0;
+        for (int64_t j = 0; j < n; ++j) valid[j] *= float(a[j] != 0);
+      } else if (!a[0]) {  // broadcast over keys
+        std::fill(valid, valid + n, 0.0f);
+      }
     }
     if (p_.bias) {
       const float* bi = mask_row(p_.bias, b, h, i);

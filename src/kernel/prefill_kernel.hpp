@@ -151,20 +151,28 @@ class PrefillAttention {
     }
     // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
     float* vp = ws.vpack.data() + t * KT * dv_pad_;
-    bool finite = true;  // x - x is 0 for finite x, NaN for NaN and inf
     for (int64_t jj = 0; jj < kt; ++jj) {  // each source row read once, in order
       const float* src = v + (j0 + jj) * p_.vs.l;
       for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
         const int64_t width = jj < n ? std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0)) : 0;
         float* dst = vp + (c0 / PANEL) * KT * PANEL + jj * PANEL;
-        for (int64_t c = 0; c < width; ++c) {
-          dst[c] = src[c0 + c];
-          finite = finite && dst[c] - dst[c] == 0.0f;
-        }
+        for (int64_t c = 0; c < width; ++c) dst[c] = src[c0 + c];
         for (int64_t c = width; c < PANEL; ++c) dst[c] = 0.0f;
       }
     }
-    ws.packed[t] = finite ? kPackedFinite : kPacked;
+    ws.packed[t] = all_finite(vp, kt, dv_pad_ / PANEL) ? kPackedFinite : kPacked;
+  }
+
+  // Whether the packed V tile (kt keys of each of `panels` panels) holds only finite values:
+  // x - x is 0 for finite x and NaN for NaN and inf, so one vector sum tells.
+  static bool all_finite(const float* vp, int kt, int64_t panels) {
+    V acc = S::splat(0.0f);
+    for (int64_t q = 0; q < panels; ++q)
+      for (int64_t x = 0; x < int64_t(kt) * PANEL; x += W) {
+        const V y = S::load(vp + q * KT * PANEL + x);
+        acc = acc + (y - y);
+      }
+    return S::hsum(acc) == 0.0f;
   }
 
   // ---------------------------------------------------------------- one block of MR query rows
@@ -196,7 +204,7 @@ class PrefillAttention {
 
     int64_t visited = 0;
     if (first < last) {
-      load_query_rows(ws, b, h, i0);
+      load_query_rows(ws, b, h, i0, n_blocks);
       std::fill(ws.oacc.begin(), ws.oacc.begin() + NB * MR * dv_pad_, 0.0f);
       const int64_t t_begin = first / KT, t_end = (last + KT - 1) / KT;
       for (int64_t t = t_begin; t < t_end; ++t) {
@@ -218,9 +226,9 @@ class PrefillAttention {
 
   // Q rows of the super-block, stored per register block transposed, [D][MR], so that the Q·Kᵀ
   // micro-tile broadcasts q[r][d] from constant offsets. Rows past Lq are zeros.
-  void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
+  void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0, int n_blocks) {
     const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
-    for (int r = 0; r < NB * MR; ++r) {
+    for (int r = 0; r < n_blocks * MR; ++r) {
       float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;
       const float* src = q + (i0 + r) * p_.qs.l;
       const bool real = i0 + r < p_.Lq;
