@@ -46,7 +46,8 @@ class Pool {
     if (!job_lock.owns_lock()) return false;
     while (int(workers_.size()) < threads - 1) {
       const int id = int(workers_.size()) + 1;
-      workers_.emplace_back([this, id] { worker_loop(id); });
+      // A new worker starts from the current generation: only the job announced next is new to it.
+      workers_.emplace_back([this, id, gen = generation_.load()] { worker_loop(id, gen); });
     }
     job_ = &f;
     units_ = units;
@@ -84,8 +85,7 @@ class Pool {
     }
   }
 
-  void worker_loop(int id) {
-    uint64_t seen = 0;
+  void worker_loop(int id, uint64_t seen) {
     for (;;) {
       // Wait for a new job: spin first (cheap wake-up for back-to-back calls), then sleep.
       uint64_t now = generation_.load();

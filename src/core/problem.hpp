@@ -16,15 +16,23 @@ struct RowMajor3 {
 // The automatic kernel choice: the decode kernel when a KV head group has at most this many query
 // rows (Hq / Hkv x Lq). Measured crossover (README "Speed"): below it, reading K/V once in place
 // beats packing them for the prefill micro-tiles.
-constexpr int kDecodeMaxRows = 16;
+constexpr int kDecodeMaxRows = 32;
 
 struct Problem {
   // Sizes. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, group = 1;
 
   const float* q = nullptr;
-  const float* k = nullptr;
+  const float* k = nullptr;  // float K/V, or null when they are halves (k_half, v_half)
   const float* v = nullptr;
+  const uint16_t* k_half = nullptr;  // IEEE binary16 K/V (a float16 KV cache), same strides
+  const uint16_t* v_half = nullptr;
+  // A ring of key_ring slots (sliding-window KV cache): key j's row is slot j % key_ring. 0 = none.
+  int64_t key_ring = 0;
+  // KV cache semantics for the `uniform` policy: average V over the positions sequence b holds,
+  // [key_first[b], key_length(b)), not over all Lk (key_first null = from 0).
+  bool uniform_over_key_lengths = false;
+  const int32_t* key_first = nullptr;
   float* out = nullptr;
   RowMajor3 qs, ks, vs, os;
 
@@ -59,6 +67,8 @@ struct Problem {
     return top_left ? 0 : key_length(b) - query_length(b);
   }
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  int64_t key_slot(int64_t j) const { return key_ring ? j % key_ring : j; }
+  bool half_kv() const { return k_half != nullptr; }
 };
 
 // Validates every argument (throwing ArgumentError that names it) and returns the normalised

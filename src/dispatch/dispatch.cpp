@@ -44,7 +44,8 @@ bool cpu_supports(Target t) {
   static const auto cpu = xsimd::available_architectures();
   switch (t) {
     case Target::sse2: return cpu.sse2;
-    case Target::avx2: return cpu.avx2 && cpu.fma3_avx2;
+    // F16C converts float16 KV caches (every AVX2 CPU has it; checked all the same).
+    case Target::avx2: return cpu.avx2 && cpu.fma3_avx2 && __builtin_cpu_supports("f16c");
     case Target::avx512: return cpu.avx512f && cpu.avx512dq;
     default: return true;
   }

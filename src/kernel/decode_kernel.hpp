@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/problem.hpp"
@@ -33,7 +34,9 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-template <class Arch>
+// T is the element type of K and V: float, or uint16_t IEEE halves (a float16 KV cache, converted
+// in registers; all math in fp32).
+template <class Arch, class T = float>
 class DecodeAttention {
   using S = Simd<Arch>;
   using V = typename S::V;
@@ -57,6 +60,13 @@ class DecodeAttention {
 
   explicit DecodeAttention(const Problem& p) : p_(p), logits_(p) {
     dv_pad_ = (p.Dv + W - 1) / W * W;
+    if constexpr (std::is_same_v<T, float>) {
+      k_ = p.k;
+      v_ = p.v;
+    } else {
+      k_ = p.k_half;
+      v_ = p.v_half;
+    }
   }
 
   int64_t rows_per_group() const { return p_.group * p_.Lq; }
@@ -66,7 +76,7 @@ class DecodeAttention {
 
   // Row r of a group is query head hkv * group + r / Lq at position r % Lq.
   // states[r - r0] and o[(r - r0) * output_stride()] receive the row's partial result over keys
-  // [k0, k1) (k0 a multiple of KT); weights rows (if asked) receive the logits of those keys.
+  // [k0, k1); weights rows (if asked, already -inf) receive the logits of the keys it computes.
   void run(Workspace& ws, int64_t b, int64_t hkv, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
            SoftmaxRow* states, float* o) {
     const int n_rows = int(r1 - r0);
@@ -80,10 +90,6 @@ class DecodeAttention {
       row.q = p_.q + b * p_.qs.b + row.h * p_.qs.h + row.i * p_.qs.l;
       states[r] = SoftmaxRow{};
       std::fill(o + r * dv_pad_, o + (r + 1) * dv_pad_, 0.0f);
-      if (p_.weights) {
-        float* w = p_.weights + ((b * p_.Hq + row.h) * p_.Lq + row.i) * p_.Lk;
-        std::fill(w + k0, w + k1, kNegInf);
-      }
       if (row.keys.empty()) continue;
       first = std::min(first, std::max(k0, row.keys.first()));
       last = std::max(last, std::min(k1, row.keys.last_exclusive()));
@@ -108,6 +114,8 @@ class DecodeAttention {
 
   const Problem& p_;
   Logits<Arch> logits_;
+  const T* k_ = nullptr;
+  const T* v_ = nullptr;
   int64_t dv_pad_ = 0;
   // Per-item row table and per-tile lists (indices into the active list).
   Row rows_[kMaxRows];
@@ -145,7 +153,8 @@ class DecodeAttention {
 
     // Scores of the active rows, [n_active][KT].
     float* s = ws.scores.data();
-    const float* k = p_.k + b * p_.ks.b + hkv * p_.ks.h + j0 * p_.ks.l;
+    // A tile never crosses a ring's wrap (kernel/run.hpp cuts chunks there): rows are contiguous.
+    const T* k = k_ + b * p_.ks.b + hkv * p_.ks.h + p_.key_slot(j0) * p_.ks.l;
     const float** qrows = qrows_;
     for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
     const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
@@ -174,7 +183,7 @@ class DecodeAttention {
     }
 
     // P·V: full rows together in register blocks; mixed rows over their allowed keys only.
-    const float* v = p_.v + b * p_.vs.b + hkv * p_.vs.h + j0 * p_.vs.l;
+    const T* v = v_ + b * p_.vs.b + hkv * p_.vs.h + p_.key_slot(j0) * p_.vs.l;
     int* full = full_;
     int nf = 0;
     for (int a = 0; a < n_active; ++a) {
@@ -194,7 +203,7 @@ class DecodeAttention {
 
   // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
   // and masked later by the intervals).
-  void qk_rows(const float* const* qrows, int n_rows, const float* k, int n, int kt, int64_t ahead, float* s) const {
+  void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, float* s) const {
     if constexpr (W == 1) {
       qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
     } else {
@@ -206,17 +215,17 @@ class DecodeAttention {
     }
   }
 
-  // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
-  static void prefetch_row(const float* p, int64_t floats) {
+  // Requests the cache lines of a row of n elements (a no-op where the compiler has no prefetch).
+  static void prefetch_row(const T* p, int64_t n) {
 #if defined(__GNUC__)
-    for (int64_t x = 0; x < floats; x += 16) __builtin_prefetch(p + x);
+    for (int64_t x = 0; x < n; x += 64 / int64_t(sizeof(T))) __builtin_prefetch(p + x);
 #else
-    (void)p; (void)floats;
+    (void)p; (void)n;
 #endif
   }
 
   template <int RB>
-  MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const float* k, int n, int kt,
+  MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const T* k, int n, int kt,
                                   int64_t ahead, float* s) const {
     constexpr int KB = W / RB;
     static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
@@ -226,7 +235,7 @@ class DecodeAttention {
       const float* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qrows[std::min(r0 + r, n_rows - 1)];
       for (int j = 0; j < kt; j += KB) {
-        const float* kr[KB];
+        const T* kr[KB];
         for (int c = 0; c < KB; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
         if (r0 == 0)
           for (int c = 0; c < KB; ++c)
@@ -245,7 +254,7 @@ class DecodeAttention {
         if (d_vec < D)
           for (int r = 0; r < RB; ++r)
             for (int c = 0; c < KB; ++c)
-              for (int64_t d = d_vec; d < D; ++d) dots[r * KB + c] += q[r][d] * kr[c][d];
+              for (int64_t d = d_vec; d < D; ++d) dots[r * KB + c] += q[r][d] * element(kr[c][d]);
         for (int r = 0; r < RB && r0 + r < n_rows; ++r)
           for (int c = 0; c < KB; ++c) s[(r0 + r) * KT + j + c] = dots[r * KB + c];
       }
@@ -257,7 +266,7 @@ class DecodeAttention {
   // o[row] += sum_j p[row][j] v_j over the n keys of the tile, for R rows (indices into the active
   // list) at once: each V row is loaded once per pass and used by every row.
   template <int R>
-  MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, const float* v, int n,
+  MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, const T* v, int n,
                                  int64_t ahead, float* o) const {
     const float* prow[R];
     float* orow[R];
@@ -273,21 +282,21 @@ class DecodeAttention {
     for (int64_t c = dv_vec; c < p_.Dv; ++c)  // columns past the last whole vector
       for (int r = 0; r < R; ++r) {
         float acc = orow[r][c];
-        for (int j = 0; j < n; ++j) acc += prow[r][j] * v[j * vs + c];
+        for (int j = 0; j < n; ++j) acc += prow[r][j] * element(v[j * vs + c]);
         orow[r][c] = acc;
       }
   }
 
   // `ahead` > 0: the first pass over the tile also prefetches V rows that far ahead.
   template <int R, int C>
-  void pv_columns(const float* const* prow, float* const* orow, const float* v, int64_t vs, int n, int64_t c0,
+  void pv_columns(const float* const* prow, float* const* orow, const T* v, int64_t vs, int n, int64_t c0,
                   int64_t ahead) const {
     V acc[R][C];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = S::load(orow[r] + c0 + c * W);
     for (int j = 0; j < n; ++j) {
       if (j + kPrefetchKeys < ahead) prefetch_row(v + (j + kPrefetchKeys) * vs, p_.Dv);
-      const float* vr = v + j * vs + c0;
+      const T* vr = v + j * vs + c0;
       V vv[C];
       for (int c = 0; c < C; ++c) vv[c] = S::load(vr + c * W);
       for (int r = 0; r < R; ++r) {
@@ -301,7 +310,7 @@ class DecodeAttention {
 
   // One mixed row: only the keys its intervals and element-wise rules allow are read.
   void pv_masked_row(const Row& row, const float* p, const float* valid, bool elementwise, int64_t j0, int64_t n,
-                     const float* v, float* o) const {
+                     const T* v, float* o) const {
     const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
     const RowKeys& keys = row.keys;
     auto allowed = [&](int64_t j) {  // j relative to j0
@@ -314,7 +323,7 @@ class DecodeAttention {
       for (int64_t j = 0; j < n; ++j) {
         if (!allowed(j)) continue;
         const V pj = S::splat(p[j]);
-        const float* vr = v + j * vs + c0;
+        const T* vr = v + j * vs + c0;
         for (int c = 0; c < C; ++c) acc[c] = S::fma(pj, S::load(vr + c * W), acc[c]);
       }
       for (int c = 0; c < C; ++c) S::store(o + c0 + c * W, acc[c]);
@@ -322,7 +331,7 @@ class DecodeAttention {
     for (int64_t c = dv_vec; c < p_.Dv; ++c) {
       float acc = o[c];
       for (int64_t j = 0; j < n; ++j)
-        if (allowed(j)) acc += p[j] * v[j * vs + c];
+        if (allowed(j)) acc += p[j] * element(v[j * vs + c]);
       o[c] = acc;
     }
   }

@@ -98,16 +98,33 @@ struct OnlineSoftmax {
   }
 };
 
-// Mean of V over all Lk keys of (b, kv head): the `uniform` policy's output row.
-inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean) {
+// Keys [first, end) the `uniform` policy averages over: all Lk, or (KV cache) the positions
+// sequence b holds.
+struct KeyRange {
+  int64_t first = 0, end = 0;
+  int64_t size() const { return end - first; }
+};
+inline KeyRange uniform_keys(const Problem& p, int64_t b) {
+  if (!p.uniform_over_key_lengths) return {0, p.Lk};
+  return {p.key_first ? int64_t(p.key_first[b]) : 0, p.key_length(b)};
+}
+
+// Mean of V over those keys of (b, kv head): the `uniform` policy's output row.
+template <class T>
+void mean_of_values(const Problem& p, const T* v_data, int64_t b, int64_t hkv, float* mean) {
   std::fill(mean, mean + p.Dv, 0.0f);
-  if (p.Lk == 0) return;
-  const float* v = p.v + b * p.vs.b + hkv * p.vs.h;
+  const KeyRange keys = uniform_keys(p, b);
+  if (keys.size() <= 0) return;
+  const T* v = v_data + b * p.vs.b + hkv * p.vs.h;
   for (int64_t c = 0; c < p.Dv; ++c) {  // column by column: no allocation mid-output
     double sum = 0;
-    for (int64_t j = 0; j < p.Lk; ++j) sum += v[j * p.vs.l + c];
-    mean[c] = float(sum / double(p.Lk));
+    for (int64_t j = keys.first; j < keys.end; ++j) sum += element(v[p.key_slot(j) * p.vs.l + c]);
+    mean[c] = float(sum / double(keys.size()));
   }
+}
+inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean) {
+  if (p.half_kv()) mean_of_values(p, p.v_half, b, hkv, mean);
+  else mean_of_values(p, p.v, b, hkv, mean);
 }
 
 // Writes the final result of query row i of (b, h): the output row, its lse, and (if asked) turns
@@ -136,7 +153,11 @@ void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const S
       case FullyMasked::uniform: {
         const float* mean = mean_v();
         std::copy(mean, mean + p.Dv, out);
-        if (w) std::fill(w, w + p.Lk, 1.0f / float(p.Lk));
+        if (w) {
+          const KeyRange keys = uniform_keys(p, b);
+          std::fill(w, w + p.Lk, 0.0f);
+          if (keys.size() > 0) std::fill(w + keys.first, w + keys.end, 1.0f / float(keys.size()));
+        }
         break;
       }
     }

@@ -135,16 +135,23 @@ class PrefillAttention {
   }
 
   void pack_tile(Workspace& ws, int64_t t) {
+    if (p_.half_kv()) pack_tile(ws, t, p_.k_half, p_.v_half);
+    else pack_tile(ws, t, p_.k, p_.v);
+  }
+
+  // T: float, or uint16_t halves (a float16 KV cache). Key j's row is slot key_slot(j) (a ring).
+  template <class T>
+  void pack_tile(Workspace& ws, int64_t t, const T* k_data, const T* v_data) {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    const float* k = p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
-    const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
+    const T* k = k_data + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
+    const T* v = v_data + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
     const int kt = tile_width(t);
     float* kp = ws.kpack.data() + t * KT * p_.D;  // [KT / PANEL][D][PANEL]
     for (int64_t jj = 0; jj < kt; ++jj) {
       float* dst = kp + (jj / PANEL) * p_.D * PANEL + jj % PANEL;
       if (jj < n) {
-        const float* src = k + (j0 + jj) * p_.ks.l;
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = src[d];
+        const T* src = k + p_.key_slot(j0 + jj) * p_.ks.l;
+        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = element(src[d]);
       } else {
         for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = 0.0f;
       }
@@ -152,11 +159,16 @@ class PrefillAttention {
     // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
     float* vp = ws.vpack.data() + t * KT * dv_pad_;
     for (int64_t jj = 0; jj < kt; ++jj) {  // each source row read once, in order
-      const float* src = v + (j0 + jj) * p_.vs.l;
+      if (jj >= n) {  // keys past Lk: zero rows
+        for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL)
+          std::fill_n(vp + (c0 / PANEL) * KT * PANEL + jj * PANEL, PANEL, 0.0f);
+        continue;
+      }
+      const T* src = v + p_.key_slot(j0 + jj) * p_.vs.l;
       for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
-        const int64_t width = jj < n ? std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0)) : 0;
+        const int64_t width = std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0));
         float* dst = vp + (c0 / PANEL) * KT * PANEL + jj * PANEL;
-        for (int64_t c = 0; c < width; ++c) dst[c] = src[c0 + c];
+        for (int64_t c = 0; c < width; ++c) dst[c] = element(src[c0 + c]);
         for (int64_t c = width; c < PANEL; ++c) dst[c] = 0.0f;
       }
     }

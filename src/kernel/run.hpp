@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <cstdint>
 #include <vector>
 
 #include "core/parallel.hpp"
@@ -79,20 +80,49 @@ void run_prefill(const Problem& p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode: units are (batch, kv head, block of group rows, key chunk). Key chunks (split-K) have a
-// fixed size, so the split is the same whatever the thread count; each chunk leaves (max, sum,
-// unnormalised output) per row, and whoever finishes a row block's last chunk merges its chunks in
-// chunk order, rescaling each by e^(m_i - M), and writes the rows.
+// Decode: units are (batch, kv head, block of group rows, key chunk). Key chunks (split-K) depend
+// only on the problem, so the split is the same whatever the thread count: they cover the keys
+// any row may attend, cut every kChunkKeys keys and at a ring's wrap (so each chunk is contiguous
+// memory). Each chunk leaves (max, sum, unnormalised output) per row, and whoever finishes a row
+// block's last chunk merges its chunks in chunk order, rescaling each by e^(m_i - M), and writes
+// the rows.
 // ---------------------------------------------------------------------------------------------
 
-template <class Arch>
+// Start of each chunk, and the end of the last.
+inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
+  int64_t lo = p.Lk, hi = 0;  // the keys any row may attend
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t i = 0; i < p.Lq; ++i) {
+      const RowKeys r = row_keys(p, b, i);
+      if (r.empty()) continue;
+      lo = std::min(lo, r.first());
+      hi = std::max(hi, r.last_exclusive());
+    }
+  std::vector<int64_t> bounds;
+  if (lo >= hi) {  // nothing to attend anywhere: one empty chunk still finishes every row
+    bounds = {0, 0};
+    return bounds;
+  }
+  lo = lo / chunk_keys * chunk_keys;  // aligned starts: the same tiles whatever the rows
+  for (int64_t j = lo; j < hi;) {
+    bounds.push_back(j);
+    int64_t next = (j / chunk_keys + 1) * chunk_keys;
+    if (p.key_ring) next = std::min(next, (j / p.key_ring + 1) * p.key_ring);
+    j = std::min(next, hi);
+  }
+  bounds.push_back(hi);
+  return bounds;
+}
+
+template <class Arch, class T>
 void run_decode(const Problem& p) {
-  using Decode = DecodeAttention<Arch>;
+  using Decode = DecodeAttention<Arch, T>;
   constexpr int64_t kChunkKeys = 512;  // a few hundred keys: the merge is noise next to the chunk
-  const int64_t chunk_keys = p.kernel == Kernel::decode_split ? Decode::KT : kChunkKeys;
+  const std::vector<int64_t> bounds =
+      key_chunks(p, p.kernel == Kernel::decode_split ? Decode::KT : kChunkKeys);
+  const int64_t chunks = int64_t(bounds.size()) - 1;
   const int64_t rows = p.group * p.Lq;
   const int64_t row_blocks = (rows + Decode::kMaxRows - 1) / Decode::kMaxRows;
-  const int64_t chunks = std::max<int64_t>(1, (p.Lk + chunk_keys - 1) / chunk_keys);
   const int64_t groups = p.B * p.Hkv * row_blocks;  // a group = one row block of one kv head
   const int threads = threads_that_pay(p, true, groups * chunks);
 
@@ -109,8 +139,10 @@ void run_decode(const Problem& p) {
     remaining.reset(new std::atomic<int32_t>[size_t(groups)]);
     for (int64_t g = 0; g < groups; ++g) remaining[size_t(g)].store(int32_t(chunks));
   }
-  auto* states = reinterpret_cast<SoftmaxRow*>(shared.partial_states.data());
+  SoftmaxRow* states = shared.partial_states.data();
   float* partial_o = shared.partial_o.data();
+  // Weights rows hold logits until the rows are finished; keys no chunk computes stay -inf (0).
+  if (p.weights) std::fill(p.weights, p.weights + p.B * p.Hq * p.Lq * p.Lk, kNegInf);
 
   parallel_for(threads, groups * chunks, [&](int worker, int64_t unit) {
     Workspace& ws = workspaces[worker];
@@ -118,12 +150,11 @@ void run_decode(const Problem& p) {
     const int64_t head = g / row_blocks, rb = g % row_blocks;
     const int64_t b = head / p.Hkv, hkv = head % p.Hkv;
     const int64_t r0 = rb * Decode::kMaxRows, r1 = std::min(rows, r0 + Decode::kMaxRows);
-    const int64_t k0 = c * chunk_keys, k1 = std::min(p.Lk, k0 + chunk_keys);
     Decode kernel(p);
     SoftmaxRow local[Decode::kMaxRows];
     SoftmaxRow* st = chunks > 1 ? states + unit * Decode::kMaxRows : local;
     float* o = chunks > 1 ? partial_o + unit * Decode::kMaxRows * o_stride : ws.oacc.data();
-    kernel.run(ws, b, hkv, r0, r1, k0, k1, st, o);
+    kernel.run(ws, b, hkv, r0, r1, bounds[size_t(c)], bounds[size_t(c) + 1], st, o);
     if (chunks > 1) {
       // The last chunk of the group to finish merges all of them, in chunk order.
       if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -148,14 +179,20 @@ void run_decode(const Problem& p) {
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
     p.stats->threads_used = std::max(p.stats->threads_used, threads);
+    // Tiles outside every chunk (keys no row may attend) were skipped without a visit.
+    int64_t in_chunks = 0;
+    for (int64_t c = 0; c < chunks; ++c)
+      in_chunks += (bounds[size_t(c) + 1] - bounds[size_t(c)] + Decode::KT - 1) / Decode::KT;
+    p.stats->tiles_skipped += groups * std::max<int64_t>(0, (p.Lk + Decode::KT - 1) / Decode::KT - in_chunks);
   }
 }
 
 template <class Arch>
 void run_attention(const Problem& p) {
   if (p.B == 0 || p.Hq == 0 || p.Lq == 0) return;
-  if (use_decode(p)) run_decode<Arch>(p);
-  else run_prefill<Arch>(p);
+  if (!use_decode(p)) return run_prefill<Arch>(p);
+  if (p.half_kv()) run_decode<Arch, uint16_t>(p);
+  else run_decode<Arch, float>(p);
 }
 
 }  // namespace MASKATTN_KERNEL_NS

@@ -32,6 +32,30 @@ constexpr float kFlushBelow = -127.0f;      // 2^x for x <= -127 returns exactly
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// IEEE binary16 bits to float (exact): the 15 exponent+mantissa bits shifted into a float's and
+// scaled by 2^112 rebias the exponent and handle subnormals; infinities and NaN keep their class.
+inline float half_bits_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, em = h & 0x7fffu;
+  uint32_t bits;
+  if (em >= 0x7c00u) {
+    bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+  } else {
+    float f;
+    const uint32_t shifted = em << 13;
+    std::memcpy(&f, &shifted, 4);
+    f *= 0x1p112f;
+    std::memcpy(&bits, &f, 4);
+    bits |= sign;
+  }
+  float out;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+// An element of K or V as float: float as is, uint16_t as IEEE half bits.
+inline float element(float x) { return x; }
+inline float element(uint16_t h) { return half_bits_to_float(h); }
+
 template <class Arch>
 struct Simd;
 
@@ -54,6 +78,34 @@ struct Simd {
   static V load(const float* p) { return V::load_unaligned(p); }
   static void store(float* p, const V& x) { x.store_unaligned(p); }
   static V splat(float x) { return V(x); }
+  // W IEEE halves to W floats: F16C / AVX-512 conversion where there is one, else integer
+  // unpacking (SSE2, and SIMD128 through Emscripten's SSE headers).
+  static V load(const uint16_t* p) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) return V(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#endif
+#if defined(__F16C__)
+    if constexpr (W == 8) return V(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#endif
+#if defined(__SSE2__)
+    if constexpr (W == 4) {
+      const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+      return from_half_bits(I(_mm_unpacklo_epi16(h, _mm_setzero_si128())));
+    }
+#endif
+    alignas(64) int32_t bits[W];  // no conversion instruction for this width: through memory
+    for (int i = 0; i < W; ++i) bits[i] = p[i];
+    return from_half_bits(I::load_aligned(bits));
+  }
+  // The vector form of half_bits_to_float (lanes hold the 16 bits zero-extended).
+  static V from_half_bits(const I& h) {
+    const I em = h & I(0x7fff), sign = (h & I(0x8000)) << 16;
+    const V scaled = xsimd::bitwise_cast<V>(em << 13) * V(0x1p112f);
+    // 2^16 and above only comes from exponent 31: infinity or NaN, whose bits are set directly.
+    const V special = xsimd::bitwise_cast<V>((em << 13) | I(0x7f800000));
+    const V f = xsimd::select(scaled >= V(65536.0f), special, scaled);
+    return xsimd::bitwise_cast<V>(xsimd::bitwise_cast<I>(f) | sign);
+  }
   static V fma(const V& a, const V& b, const V& c) { return xsimd::fma(a, b, c); }
   static V select(const M& m, const V& a, const V& b) { return xsimd::select(m, a, b); }
   static V abs(const V& x) { return xsimd::abs(x); }
@@ -127,6 +179,7 @@ struct Simd<ScalarArch> {
 
   static V load(const float* p) { return *p; }
   static void store(float* p, V x) { *p = x; }
+  static V load(const uint16_t* p) { return half_bits_to_float(*p); }
   static V splat(float x) { return x; }
   static V fma(V a, V b, V c) { return a * b + c; }
   static V select(M m, V a, V b) { return m ? a : b; }

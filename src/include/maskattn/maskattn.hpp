@@ -235,3 +235,5 @@ int target_lanes(Target t) noexcept;
 const char* version() noexcept;
 
 }  // namespace maskattn
+
+#include "maskattn/kv_cache.hpp"  // KVCache: token-by-token generation

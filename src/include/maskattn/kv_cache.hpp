@@ -1,0 +1,93 @@
+// maskattn::KVCache: keys and values of every earlier token, for token-by-token generation.
+// Included by maskattn.hpp; semantics in docs/semantics.md ("KV cache").
+//
+//   maskattn::KVCacheConfig cfg;
+//   cfg.batch = 1; cfg.kv_heads = 8; cfg.capacity = 4096; cfg.head_dim = 128;
+//   cfg.dtype = maskattn::KVType::f16;            // half the memory and half the bytes to read
+//   maskattn::KVCache cache(cfg);
+//   cache.append(maskattn::bhld(k, 1, 8, T, 128), maskattn::bhld(v, 1, 8, T, 128));   // prompt
+//   cache.attend(maskattn::bhld(q, 1, 32, 1, 128), maskattn::bhld(o, 1, 32, 1, 128)); // causal
+//
+// Layout (why): per (sequence, kv head), `capacity` rows of D (K) and Dv (V) elements, contiguous,
+// so the decode kernel streams each head's keys as one run of memory, as it would read a plain
+// [B, Hkv, L, D] tensor; an append writes T rows in place per head, and nothing is ever moved.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace maskattn {
+
+enum class KVType {
+  f32,  // float32
+  f16,  // IEEE binary16: float input is rounded to nearest even; read back into fp32 math
+};
+
+struct KVCacheConfig {
+  int64_t batch = 1;        // B: sequences
+  int64_t kv_heads = 1;     // Hkv
+  int64_t capacity = 0;     // positions per sequence (with a window: slots of the ring)
+  int64_t head_dim = 0;     // D
+  int64_t value_dim = -1;   // Dv; -1 = head_dim
+  KVType dtype = KVType::f32;
+  int64_t window = 0;       // W > 0: sliding-window ring (capacity >= W); attention sees the
+                            // newest W positions, appends never run out of room
+};
+
+// Raw IEEE half bits, as a view (same shape and strides rules as float views).
+using HalfTensor = TensorView<const uint16_t>;
+
+class KVCache {
+ public:
+  // Validates the configuration (ArgumentError naming the field) and allocates
+  // batch x kv_heads x capacity x (D + Dv) elements (std::bad_alloc if that fails).
+  explicit KVCache(const KVCacheConfig& config);
+  KVCache(KVCache&&) noexcept;
+  KVCache& operator=(KVCache&&) noexcept;
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+  ~KVCache();
+
+  const KVCacheConfig& config() const noexcept;  // value_dim resolved
+
+  // Writes new positions at each sequence's current length, in place. k [B, Hkv, T, D] and
+  // v [B, Hkv, T, Dv] (any layout/strides); counts[b] <= T: sequence b takes its first counts[b]
+  // positions (empty = all T). Past capacity (no window) is an ArgumentError naming the
+  // sequence, and nothing is written. The half overload is for f16 caches only.
+  void append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts = {});
+  void append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts = {});
+
+  // Tokens each sequence holds (absolute positions: with a window, tokens seen).
+  const std::vector<int32_t>& lengths() const noexcept;
+  // Shortens sequences (rollback of rejected speculative tokens); each new length in [0, current].
+  void truncate(Span<int32_t> lengths);
+  void reset() noexcept;
+
+  // q [B, Hq, Lq, D] holds each sequence's newest Lq positions (query i of sequence b is at
+  // position lengths[b] - Lq + i). Keys are the cache's positions; every Options rule applies on
+  // top as in attention() (key_lengths are implied by the cache and must not be given).
+  // attend(q, out) is causal; with explicit options, `causal` is what they say
+  // (start from default_options() to keep the causal default). Weights are [B, Hq, Lq, max length].
+  void attend(const ConstTensor& q, const MutableTensor& out) const;
+  void attend(const ConstTensor& q, const MutableTensor& out, const Options& options,
+              const ExtraOutputs& extra = {}) const;
+  static Options default_options();
+
+  // Bytes of K/V storage: capacity x (D + Dv) x B x Hkv x (4 or 2). Constant for the cache's life.
+  int64_t byte_length() const noexcept;
+  // The storage, for zero-copy use: K is [B, Hkv, capacity, D] and V [B, Hkv, capacity, Dv],
+  // contiguous, float or uint16_t (halves) by dtype; with a window, position p is in slot p % capacity.
+  const void* key_data() const noexcept;
+  const void* value_data() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// IEEE binary16 conversions: round to nearest even (subnormals, infinities and NaN included).
+uint16_t float_to_half(float x) noexcept;
+float half_to_float(uint16_t h) noexcept;
+
+}  // namespace maskattn
