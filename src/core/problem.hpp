@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "maskattn/maskattn.hpp"
 
@@ -17,6 +19,10 @@ struct RowMajor3 {
 // rows (Hq / Hkv x Lq). Measured crossover (README "Speed"): below it, reading K/V once in place
 // beats packing them for the prefill micro-tiles.
 constexpr int kDecodeMaxRows = 32;
+
+// Longest sequence (Lq, Lk, a cache's positions): the kernels form key positions in fp32 lanes,
+// exact below 2^23.
+constexpr int64_t kMaxSequenceLength = int64_t(1) << 23;
 
 struct Problem {
   // Sizes. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).
@@ -70,6 +76,12 @@ struct Problem {
   int64_t key_slot(int64_t j) const { return key_ring ? j % key_ring : j; }
   bool half_kv() const { return k_half != nullptr; }
 };
+
+// Checks one view (shape, strides, null data, buffer size), naming it in the error.
+void check_view(const ConstTensor& t, const std::string& name);
+void check_view(const HalfTensor& t, const std::string& name);
+// The product of dims, failing (naming `name`) if elements of element_bytes would overflow memory.
+int64_t checked_elements(std::initializer_list<int64_t> dims, int64_t element_bytes, const std::string& name);
 
 // Validates every argument (throwing ArgumentError that names it) and returns the normalised
 // problem. Nothing is written. `need_outputs` is false for the reference, which returns its results.

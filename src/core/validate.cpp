@@ -64,6 +64,20 @@ void check_tensor(const TensorView<T>& t, const std::string& name) {
     fail(name, cat("buffer too small: the view addresses ", span, " elements, size is ", t.size));
 }
 
+}  // namespace
+
+void check_view(const ConstTensor& t, const std::string& name) { check_tensor(t, name); }
+void check_view(const HalfTensor& t, const std::string& name) { check_tensor(t, name); }
+int64_t checked_elements(std::initializer_list<int64_t> dims, int64_t element_bytes, const std::string& name) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxBytes / element_bytes)
+      fail(name, cat("size overflows: the buffer would need more than ", kMaxBytes, " bytes"));
+  return n;
+}
+
+namespace {
+
 // An output view must not write two elements to one address (a race with threads, and the
 // result would depend on write order). Dimensions sorted by stride must each step past the
 // extent of all smaller ones.
@@ -246,7 +260,7 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
     p.lse = extra.lse;
   }
   // The kernel forms key/diagonal positions in fp32 vectors; they are exact below 2^23.
-  constexpr int64_t kMaxLength = int64_t(1) << 23;
+  constexpr int64_t kMaxLength = kMaxSequenceLength;
   if (p.Lq > kMaxLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lq));
   if (p.Lk > kMaxLength) fail("k", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lk));
   // Scratch the kernel allocates per worker (the reference has none): K and V of one head packed

@@ -172,7 +172,14 @@ class DecodeAttention {
       if (elementwise) logits_.element_row(b, row.h, row.i, j0, n, kt, valid, bias_tile);
       const float* full_bias = (p_.bias && !elementwise) ? mask_row(p_.bias, b, row.h, row.i) : nullptr;
       SoftmaxRow& st = states[active[a]];
-      const float tile_max = logits_.row(srow, kt, j0, b, row.h, row.i, row.keys, masked,
+      // Lanes past the tile's last key (a chunk may end before Lk: a ring's wrap) are masked by
+      // clipping the row's intervals to the tile.
+      RowKeys keys = row.keys;
+      if (n < kt) {
+        keys.hi = std::min(keys.hi, j0 + n);
+        keys.prefix_end = std::min(keys.prefix_end, j0 + n);
+      }
+      const float tile_max = logits_.row(srow, kt, j0, b, row.h, row.i, keys, masked,
                                          elementwise ? valid : nullptr, elementwise && p_.bias ? bias_tile : nullptr,
                                          full_bias, st.has_key);
       if (!masked) st.has_key = true;

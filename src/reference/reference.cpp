@@ -82,12 +82,17 @@ void compute(const Problem& p, ReferenceResult& res) {
           if (p.policy == FullyMasked::nan) {
             for (int64_t c = 0; c < p.Dv; ++c) out[c] = nan;
             for (int64_t j = 0; j < p.Lk; ++j) w[j] = nan;
-          } else if (p.policy == FullyMasked::uniform && p.Lk > 0) {
-            for (int64_t j = 0; j < p.Lk; ++j) w[j] = 1.0 / double(p.Lk);
-            for (int64_t c = 0; c < p.Dv; ++c) {
-              Real sum = 0;
-              for (int64_t j = 0; j < p.Lk; ++j) sum += Real(v[j * p.vs.l + c]);
-              out[c] = double(sum / Real(p.Lk));
+          } else if (p.policy == FullyMasked::uniform) {
+            // Over all Lk keys; for a KV cache, over the positions the sequence holds.
+            const int64_t j0 = p.uniform_over_key_lengths && p.key_first ? p.key_first[b] : 0;
+            const int64_t j1 = p.uniform_over_key_lengths ? p.key_length(b) : p.Lk;
+            if (j1 > j0) {
+              for (int64_t j = j0; j < j1; ++j) w[j] = 1.0 / double(j1 - j0);
+              for (int64_t c = 0; c < p.Dv; ++c) {
+                Real sum = 0;
+                for (int64_t j = j0; j < j1; ++j) sum += Real(v[j * p.vs.l + c]);
+                out[c] = double(sum / Real(j1 - j0));
+              }
             }
           }
           continue;

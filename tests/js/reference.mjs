@@ -229,3 +229,49 @@ export function mismatch(actual, expected, { atol, naive = null } = {}) {
   }
   return worst;
 }
+
+// ------------------------------------------------------------------------------------------
+// IEEE 754 binary16, written from the standard with plain arithmetic (no bit tricks shared with the
+// C++ side): 1 sign bit, 5 exponent bits (bias 15), 10 fraction bits; subnormals are f * 2^-24.
+
+/** The float16 value nearest to x (round to nearest, ties to even), as a number; NaN stays NaN. */
+export function roundToHalf(x) {
+  if (Number.isNaN(x) || x === 0 || !Number.isFinite(x)) return x;
+  const a = Math.abs(x);
+  // e with 2^e <= a < 2^(e+1) (corrected: Math.log2 may be off by one next to powers of two).
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e -= 1;
+  else if (2 ** (e + 1) <= a) e += 1;
+  // Spacing of halves around a: 2^(e-10) for normals, 2^-24 below 2^-14 (subnormals).
+  const quantum = 2 ** (Math.max(e, -14) - 10);
+  const r = a / quantum;  // exact (a power-of-two scaling of a float32)
+  const floor = Math.floor(r);
+  const frac = r - floor;
+  const n = frac > 0.5 || (frac === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
+  // 65504 is the largest half; anything that rounds above it (a >= 65520) overflows to infinity.
+  const h = n * quantum > 65504 ? Infinity : n * quantum;
+  return x < 0 ? -h : h;
+}
+
+/** The value of half bits h (0..65535). */
+export function halfToNumber(h) {
+  const sign = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 31;
+  const f = h & 1023;
+  if (e === 0) return sign * f * 2 ** -24;
+  if (e === 31) return f === 0 ? sign * Infinity : NaN;
+  return sign * (1024 + f) * 2 ** (e - 25);
+}
+
+/** The bits of the half nearest to x (NaN -> 0x7e00). */
+export function halfBits(x) {
+  const h = roundToHalf(x);
+  if (Number.isNaN(h)) return 0x7e00;
+  const sign = h < 0 || Object.is(h, -0) ? 0x8000 : 0;
+  const a = Math.abs(h);
+  if (a === Infinity) return sign | 0x7c00;
+  if (a < 2 ** -14) return sign | (a * 2 ** 24);
+  let e = -14;
+  while (2 ** (e + 1) <= a) e += 1;
+  return sign | ((e + 15) << 10) | (a / 2 ** (e - 10) - 1024);
+}

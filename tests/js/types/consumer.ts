@@ -3,12 +3,13 @@
 // really be an error (tsc reports an unused @ts-expect-error), so the types accept correct use and
 // reject misuse.
 import {
-  init, simdSupported, version, MaskAttn, Workspace, MaskAttnTypeError, MaskAttnRangeError,
+  init, simdSupported, version, MaskAttn, Workspace, KVCache, MaskAttnTypeError, MaskAttnRangeError,
   createCausalMask, createPaddingMask, createWindowMask, segmentsFromLengths, fromKeyPaddingMask, toAdditiveMask,
 } from 'maskattn';
 import type {
   Tensor, Backend, InitOptions, Layout, Align, FullyMaskedPolicy, MaskOptions, AttentionOptions,
   AttentionResult, Stats, WorkspaceShapes, MaskTensor, AlignOptions,
+  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions,
 } from 'maskattn';
 
 const haveSimd: boolean = simdSupported();
@@ -99,6 +100,57 @@ async function main(): Promise<void> {
       const asBuiltin: RangeError | TypeError = e;
       console.log(argument, asBuiltin.message);
     }
+  }
+
+  // KV cache: a float32 cache (the default dtype) and a float16 one fed raw halves.
+  const T = 3;
+  const cacheConfig: KVCacheOptions<'float32'> = { batch: B, kvHeads: Hkv, capacity: 64, headDim: D };
+  const cache: KVCache<'float32'> = ma.createKVCache(cacheConfig);
+  const halfCache: KVCache<'float16'> = ma.createKVCache({ batch: B, kvHeads: Hkv, capacity: 64, headDim: D, valueDim: 8, dtype: 'float16', window: 32 });
+  const anyDtype: KVDtype = haveSimd ? 'float16' : 'float32';
+  const either: KVCache = ma.createKVCache({ capacity: 16, headDim: D, dtype: anyDtype });
+  try {
+    const kNew: Tensor = { data: new Float32Array(B * Hkv * T * D), shape: [B, Hkv, T, D] };
+    const vNew: Tensor = { data: new Float32Array(B * Hkv * T * D), shape: [B, Hkv, T, D] };
+    const appendOptions: KVAppendOptions = { counts: [3, 1], layout: 'bhld' };
+    cache.append(kNew, vNew);
+    cache.append(kNew, vNew, appendOptions);
+    cache.append(kNew, vNew, { counts: Int32Array.from([0, 2]) });
+    const halves: KVInput<'float16'> = new Uint16Array(B * Hkv * T * D);
+    halfCache.append({ data: halves, shape: [B, Hkv, T, D] }, { data: new Uint16Array(B * Hkv * T * 8), shape: [B, Hkv, T, 8] });
+    halfCache.append(kNew, { data: new Float32Array(B * Hkv * T * 8), dims: [B, Hkv, T, 8] });
+    const lengths: Int32Array = cache.lengths;
+    const bytes: number = cache.byteLength + halfCache.byteLength;
+    const dtype: 'float16' = halfCache.config.dtype;
+    const ring: number = halfCache.config.window + halfCache.config.valueDim;
+    const step: Tensor = { data: new Float32Array(B * Hq * 1 * D), shape: [B, Hq, 1, D] };
+    const attendOptions: KVAttendOptions = {
+      causal: false, window: [16, 0], alibiSlopes: [0.5, 0.25, 0.125, 0.0625], softcap: 30, fullyMasked: 'nan',
+      queryLengths: [1, 0], returnWeights: true, returnLse: true, returnStats: true, scale: 0.25, layout: 'bhld',
+    };
+    const attended: AttentionResult = cache.attend(step, attendOptions);
+    const decoded: Float32Array = cache.attend(step).output.data;
+    const lseRows: Float32Array | undefined = halfCache.attend(step, { returnLse: true }).lse?.data;
+    console.log(lengths[0], bytes, dtype, ring, attended.weights?.shape, decoded.length, lseRows?.length, either.config.dtype);
+    cache.truncate([2, 1]);
+    cache.truncate(Int32Array.from([0, 0]));
+    cache.reset();
+    // @ts-expect-error a float32 cache does not take raw halves
+    cache.append({ data: new Uint16Array(4), shape: [1, 1, 1, 4] }, vNew);
+    // @ts-expect-error keyLengths are the cache's lengths
+    cache.attend(step, { keyLengths: [1, 1] });
+    // @ts-expect-error capacity is required
+    ma.createKVCache({ headDim: D });
+    // @ts-expect-error 'bfloat16' is not a cache dtype
+    ma.createKVCache({ capacity: 8, headDim: D, dtype: 'bfloat16' });
+    // @ts-expect-error lengths is read-only
+    cache.lengths = lengths;
+    // @ts-expect-error unknown append option
+    cache.append(kNew, vNew, { count: [1, 1] });
+  } finally {
+    cache.dispose();
+    halfCache.dispose();
+    either.dispose();
   }
 
   // Misuse the types must reject (each line is an error, or tsc fails on the unused directive):

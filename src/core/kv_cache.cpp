@@ -1,0 +1,327 @@
+// KVCache: storage, appends in place, and attention over what the cache holds. Every public call
+// validates everything before it writes anything (an append past capacity changes nothing).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "kernel/half.hpp"
+#include "core/problem.hpp"
+#include "dispatch/targets.hpp"
+#include "mask/row_keys.hpp"
+#include "maskattn/maskattn.hpp"
+#include "maskattn/reference.hpp"
+
+namespace maskattn {
+
+namespace detail {
+ReferenceResult reference_compute(const Problem& p, Precision precision);
+}  // namespace detail
+
+uint16_t float_to_half(float x) noexcept {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  const uint32_t sign = (bits >> 16) & 0x8000u, a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu));  // NaN stays NaN (quiet)
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // >= 65520 rounds to infinity (or is one)
+  if (a >= 0x38800000u) {  // a normal half: rebias the exponent (127 -> 15), round the 13 dropped bits
+    uint32_t r = a - 0x38000000u;
+    r += 0x0fffu + ((r >> 13) & 1u);  // to nearest, ties to even (a carry may bump the exponent)
+    return uint16_t(sign | (r >> 13));
+  }
+  if (a < 0x33000000u) return uint16_t(sign);  // below 2^-25 (or exactly: a tie to even 0)
+  // A subnormal half: the value in units of 2^-24 is the 24-bit mantissa shifted right.
+  const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+  uint32_t h = m >> shift;
+  const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (h & 1u))) ++h;
+  return uint16_t(sign | h);
+}
+
+float half_to_float(uint16_t h) noexcept { return detail::half_bits_to_float(h); }
+
+namespace {
+using detail::cat;
+using detail::fail;
+using detail::fail_type;
+
+int64_t element_bytes(KVType t) { return t == KVType::f16 ? 2 : 4; }
+
+[[noreturn]] void fail_type_or_range(const ArgumentError& e, const std::string& message) {
+  throw ArgumentError("q", message, e.is_type_error());
+}
+}  // namespace
+
+struct KVCache::Impl {
+  KVCacheConfig cfg;
+  std::vector<float> k32, v32;      // f32 caches
+  std::vector<uint16_t> k16, v16;   // f16 caches
+  std::vector<int32_t> lengths;     // tokens seen per sequence (absolute positions)
+  std::vector<int32_t> first;       // lowest position still held (a ring overwrites older ones)
+
+  int64_t D() const { return cfg.head_dim; }
+  int64_t Dv() const { return cfg.value_dim; }
+  int64_t cap() const { return cfg.capacity; }
+  bool ring() const { return cfg.window > 0; }
+  int64_t slot(int64_t pos) const { return ring() ? pos % cap() : pos; }
+  // Row offset (in elements) of position `pos` of (b, h) in K (row = D) or V (row = Dv).
+  int64_t row(int64_t b, int64_t h, int64_t pos, int64_t width) const {
+    return ((b * cfg.kv_heads + h) * cap() + slot(pos)) * width;
+  }
+
+  template <class In>
+  void check_append(const TensorView<const In>& k, const TensorView<const In>& v, Span<int32_t> counts,
+                    std::vector<int32_t>& take) const {
+    detail::check_view(k, "k");
+    detail::check_view(v, "v");
+    const int64_t B = cfg.batch, H = cfg.kv_heads;
+    if (k.shape[0] != B || k.shape[1] != H || k.shape[3] != D())
+      fail("k", cat("shape must be [B, Hkv, T, D] = [", B, ", ", H, ", T, ", D(), "], given [", k.shape[0], ", ",
+                    k.shape[1], ", ", k.shape[2], ", ", k.shape[3], "]"));
+    if (v.shape[0] != B || v.shape[1] != H || v.shape[2] != k.shape[2] || v.shape[3] != Dv())
+      fail("v", cat("shape must be [B, Hkv, T, Dv] = [", B, ", ", H, ", ", k.shape[2], ", ", Dv(), "], given [",
+                    v.shape[0], ", ", v.shape[1], ", ", v.shape[2], ", ", v.shape[3], "]"));
+    const int64_t T = k.shape[2];
+    if (!counts.empty() && int64_t(counts.size) != B)
+      fail("counts", cat("length must be the batch size ", B, ", given ", counts.size));
+    take.assign(size_t(B), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = counts.empty() ? T : counts[size_t(b)];
+      if (n < 0 || n > T) fail(cat("counts[", b, "]"), cat("must be in [0, T = ", T, "], given ", n));
+      const int64_t after = int64_t(lengths[size_t(b)]) + n;
+      if (!ring() && after > cap())
+        fail(cat("sequence[", b, "]"),
+             cat("sequence ", b, " holds ", lengths[size_t(b)], " positions; appending ", n, " would need ", after,
+                 ", capacity is ", cap(), " (nothing was written; use a larger capacity, or a window for a ring)"));
+      if (after > detail::kMaxSequenceLength)
+        fail(cat("sequence[", b, "]"), cat("sequence ", b, " would reach ", after, " positions, the most is ",
+                                           detail::kMaxSequenceLength));
+      take[size_t(b)] = int32_t(n);
+    }
+  }
+
+  // Copies the new positions in (rounding floats to halves for f16 caches).
+  template <class In, class Store>
+  void write(const TensorView<const In>& src, Store* dst, int64_t width, const std::vector<int32_t>& take) {
+    for (int64_t b = 0; b < cfg.batch; ++b) {
+      const int64_t n = take[size_t(b)];
+      // A ring keeps only its newest `capacity` positions: older new ones would be overwritten.
+      const int64_t t0 = ring() ? std::max<int64_t>(0, n - cap()) : 0;
+      for (int64_t h = 0; h < cfg.kv_heads; ++h)
+        for (int64_t t = t0; t < n; ++t) {
+          const In* from = src.data + b * src.strides[0] + h * src.strides[1] + t * src.strides[2];
+          Store* to = dst + row(b, h, lengths[size_t(b)] + t, width);
+          for (int64_t c = 0; c < width; ++c) {
+            if constexpr (std::is_same_v<Store, uint16_t> && std::is_same_v<In, float>) to[c] = float_to_half(from[c]);
+            else to[c] = from[c];
+          }
+        }
+    }
+  }
+
+  void advance(const std::vector<int32_t>& take) {
+    for (int64_t b = 0; b < cfg.batch; ++b) {
+      lengths[size_t(b)] += take[size_t(b)];
+      if (ring()) first[size_t(b)] = int32_t(std::max<int64_t>(first[size_t(b)], lengths[size_t(b)] - cap()));
+    }
+  }
+};
+
+KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
+  KVCacheConfig c = config;
+  if (c.batch < 1) fail("batch", cat("must be >= 1, given ", c.batch));
+  if (c.kv_heads < 1) fail("kv_heads", cat("must be >= 1, given ", c.kv_heads));
+  if (c.capacity < 1) fail("capacity", cat("must be >= 1, given ", c.capacity));
+  if (c.capacity > detail::kMaxSequenceLength)
+    fail("capacity", cat("must be <= ", detail::kMaxSequenceLength, ", given ", c.capacity));
+  if (c.head_dim < 1) fail("head_dim", cat("must be >= 1, given ", c.head_dim));
+  if (c.value_dim == -1) c.value_dim = c.head_dim;
+  if (c.value_dim < 1) fail("value_dim", cat("must be >= 1 (or -1 for head_dim), given ", c.value_dim));
+  if (c.dtype != KVType::f32 && c.dtype != KVType::f16)
+    fail_type("dtype", cat("must be f32 or f16, given ", int(c.dtype)));
+  if (c.window < 0) fail("window", cat("must be >= 0 (0 = no window), given ", c.window));
+  if (c.window > 0 && c.capacity < c.window)
+    fail("capacity", cat("must be >= window = ", c.window, " for a sliding-window cache, given ", c.capacity));
+  const int64_t eb = element_bytes(c.dtype);
+  const int64_t k_elems = detail::checked_elements({c.batch, c.kv_heads, c.capacity, c.head_dim}, eb, "capacity");
+  const int64_t v_elems = detail::checked_elements({c.batch, c.kv_heads, c.capacity, c.value_dim}, eb, "capacity");
+  detail::checked_elements({k_elems + v_elems}, eb, "capacity");
+  impl_->cfg = c;
+  if (c.dtype == KVType::f16) {
+    impl_->k16.assign(size_t(k_elems), 0);
+    impl_->v16.assign(size_t(v_elems), 0);
+  } else {
+    impl_->k32.assign(size_t(k_elems), 0.0f);
+    impl_->v32.assign(size_t(v_elems), 0.0f);
+  }
+  impl_->lengths.assign(size_t(c.batch), 0);
+  impl_->first.assign(size_t(c.batch), 0);
+}
+
+KVCache::KVCache(KVCache&&) noexcept = default;
+KVCache& KVCache::operator=(KVCache&&) noexcept = default;
+KVCache::~KVCache() = default;
+
+const KVCacheConfig& KVCache::config() const noexcept { return impl_->cfg; }
+const std::vector<int32_t>& KVCache::lengths() const noexcept { return impl_->lengths; }
+int64_t KVCache::byte_length() const noexcept {
+  const KVCacheConfig& c = impl_->cfg;
+  return c.batch * c.kv_heads * c.capacity * (c.head_dim + c.value_dim) * element_bytes(c.dtype);
+}
+const void* KVCache::key_data() const noexcept {
+  return impl_->cfg.dtype == KVType::f16 ? static_cast<const void*>(impl_->k16.data()) : impl_->k32.data();
+}
+const void* KVCache::value_data() const noexcept {
+  return impl_->cfg.dtype == KVType::f16 ? static_cast<const void*>(impl_->v16.data()) : impl_->v32.data();
+}
+
+void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts) {
+  Impl& m = *impl_;
+  std::vector<int32_t> take;
+  m.check_append(k, v, counts, take);
+  if (m.cfg.dtype == KVType::f16) {
+    m.write(k, m.k16.data(), m.D(), take);
+    m.write(v, m.v16.data(), m.Dv(), take);
+  } else {
+    m.write(k, m.k32.data(), m.D(), take);
+    m.write(v, m.v32.data(), m.Dv(), take);
+  }
+  m.advance(take);
+}
+
+void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
+  Impl& m = *impl_;
+  if (m.cfg.dtype != KVType::f16)
+    fail_type("k", "raw float16 halves (uint16) need a float16 cache; this cache is float32: pass floats");
+  std::vector<int32_t> take;
+  m.check_append(k, v, counts, take);
+  m.write(k, m.k16.data(), m.D(), take);
+  m.write(v, m.v16.data(), m.Dv(), take);
+  m.advance(take);
+}
+
+void KVCache::truncate(Span<int32_t> lengths) {
+  Impl& m = *impl_;
+  if (lengths.data == nullptr || int64_t(lengths.size) != m.cfg.batch)
+    fail("lengths", cat("length must be the batch size ", m.cfg.batch, ", given ", lengths.size));
+  for (int64_t b = 0; b < m.cfg.batch; ++b)
+    if (lengths[size_t(b)] < 0 || lengths[size_t(b)] > m.lengths[size_t(b)])
+      fail(cat("lengths[", b, "]"), cat("must be in [0, current length ", m.lengths[size_t(b)], "], given ",
+                                        lengths[size_t(b)]));
+  for (int64_t b = 0; b < m.cfg.batch; ++b) {
+    m.lengths[size_t(b)] = lengths[size_t(b)];
+    m.first[size_t(b)] = std::min(m.first[size_t(b)], lengths[size_t(b)]);
+  }
+}
+
+void KVCache::reset() noexcept {
+  std::fill(impl_->lengths.begin(), impl_->lengths.end(), 0);
+  std::fill(impl_->first.begin(), impl_->first.end(), 0);
+}
+
+Options KVCache::default_options() {
+  Options o;
+  o.causal = true;
+  return o;
+}
+
+void KVCache::attend(const ConstTensor& q, const MutableTensor& out) const {
+  attend(q, out, default_options());
+}
+
+void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Options& options,
+                     const ExtraOutputs& extra) const {
+  const Impl& m = *impl_;
+  if (!options.key_lengths.empty())
+    fail("key_lengths", "is implied by the cache (what each sequence holds) and must not be given");
+  const int64_t B = m.cfg.batch, H = m.cfg.kv_heads, cap = m.cap();
+  const int64_t Lk = *std::max_element(m.lengths.begin(), m.lengths.end());
+  Options o = options;
+  o.key_lengths = Span<int32_t>(m.lengths);
+  if (m.ring()) {  // the ring's rule: d(i) - W + 1 <= j <= d(i), on top of the caller's window
+    const int64_t left = m.cfg.window - 1;
+    o.window.left = o.window.left < 0 ? left : std::min(o.window.left, left);
+    o.window.right = 0;
+  }
+  // Views of the storage as [B, Hkv, Lk, D] (with a ring, key j lives in slot j % capacity: the
+  // kernels address it through Problem::key_ring). Halves are described by float views for
+  // validation only; the kernels read them through k_half / v_half.
+  const bool half = m.cfg.dtype == KVType::f16;
+  ConstTensor kv_view[2];
+  for (int s = 0; s < 2; ++s) {
+    const int64_t width = s == 0 ? m.D() : m.Dv();
+    ConstTensor& t = kv_view[s];
+    t.data = half ? reinterpret_cast<const float*>(s == 0 ? m.k16.data() : m.v16.data())
+                  : (s == 0 ? m.k32.data() : m.v32.data());
+    t.shape[0] = B; t.shape[1] = H; t.shape[2] = Lk; t.shape[3] = width;
+    t.strides[0] = H * cap * width; t.strides[1] = cap * width; t.strides[2] = width; t.strides[3] = 1;
+    if (Lk == 0) t.data = nullptr;
+  }
+  detail::Problem p;
+  try {
+    p = detail::make_problem(q, kv_view[0], kv_view[1], &out, o, extra);
+  } catch (const ArgumentError& e) {
+    // K and V are the cache's own: a mismatch with them is the query's (batch, heads, D).
+    if (e.argument() != "k" && e.argument() != "v") throw;
+    fail_type_or_range(e, cat("does not match the cache (batch ", B, ", kv_heads ", H, ", head_dim ", m.D(),
+                              "): ", e.what()));
+  }
+  if (half) {
+    p.k_half = Lk ? m.k16.data() : nullptr;
+    p.v_half = Lk ? m.v16.data() : nullptr;
+    p.k = p.v = nullptr;
+  }
+  p.key_ring = m.ring() ? cap : 0;
+  p.uniform_over_key_lengths = true;
+  p.key_first = m.first.data();
+  if (m.ring()) {  // a query whose window reaches an overwritten position cannot be answered
+    for (int64_t b = 0; b < B; ++b) {
+      if (m.first[size_t(b)] == 0) continue;
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const detail::RowKeys r = detail::row_keys(p, b, i);
+        if (r.empty() || r.first() >= m.first[size_t(b)]) continue;
+        fail("q", cat("query ", i, " of sequence ", b, " (position ", m.lengths[size_t(b)] - p.Lq + i,
+                      ") attends position ", r.first(), ", which the ring has overwritten (it holds positions ",
+                      m.first[size_t(b)], " to ", m.lengths[size_t(b)] - 1,
+                      "); a capacity >= window + Lq - 1 = ", m.cfg.window + p.Lq - 1, " avoids this"));
+      }
+    }
+  }
+  const Target t = options.target == Target::automatic ? best_target() : options.target;
+  if (t != Target::reference) return detail::run_kernel(t, p);
+
+  // The reference reads plain float K/V: the logical contents, positions in order.
+  std::vector<float> logical[2];
+  for (int s = 0; s < 2; ++s) {
+    const int64_t width = s == 0 ? m.D() : m.Dv();
+    logical[s].assign(size_t(B * H * Lk * width), 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = m.first[size_t(b)]; j < m.lengths[size_t(b)]; ++j)
+          for (int64_t c = 0; c < width; ++c) {
+            const int64_t from = m.row(b, h, j, width) + c;
+            logical[s][size_t(((b * H + h) * Lk + j) * width + c)] =
+                half ? half_to_float((s == 0 ? m.k16 : m.v16)[size_t(from)]) : (s == 0 ? m.k32 : m.v32)[size_t(from)];
+          }
+  }
+  p.k = logical[0].data();
+  p.v = logical[1].data();
+  p.k_half = p.v_half = nullptr;
+  p.key_ring = 0;
+  p.ks = {H * Lk * m.D(), Lk * m.D(), m.D()};
+  p.vs = {H * Lk * m.Dv(), Lk * m.Dv(), m.Dv()};
+  const ReferenceResult r = detail::reference_compute(p, Precision::fp64);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t rw = (b * p.Hq + h) * p.Lq + i;
+        float* dst = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
+        for (int64_t c = 0; c < p.Dv; ++c) dst[c] = float(r.out[size_t(rw * p.Dv + c)]);
+      }
+  if (p.weights) std::transform(r.weights.begin(), r.weights.end(), p.weights, [](double x) { return float(x); });
+  if (p.lse) std::transform(r.lse.begin(), r.lse.end(), p.lse, [](double x) { return float(x); });
+}
+
+}  // namespace maskattn

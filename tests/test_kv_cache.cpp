@@ -1,0 +1,404 @@
+// KVCache against plain attention on the cache's logical contents (docs/semantics.md, "KV cache").
+//
+// A shadow history keeps, per sequence, every K/V row appended (rounded to halves for float16
+// caches, by an IEEE conversion written here independently of the library's). After each step,
+// cache.attend(q) is compared per sequence with the float64 reference over that sequence's
+// positions: exactly "the same problem with a full cache" (and window [W - 1, 0] for a ring).
+// Runs on every target with the prefill, decode and split decode kernels.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+using maskattn::ArgumentError;
+using maskattn::FullyMasked;
+using maskattn::KVCache;
+using maskattn::KVCacheConfig;
+using maskattn::KVType;
+using maskattn_test::KernelTarget;
+using maskattn_test::Rng;
+using maskattn_test::Target;
+using maskattn_test::TargetTest;
+
+// ---------------------------------------------------------------------------------------------
+// An independent float16 model: value of half bits by arithmetic, nearest half by search.
+// ---------------------------------------------------------------------------------------------
+
+double half_value(uint16_t h) {
+  const int sign = (h & 0x8000) ? -1 : 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 31) return mant ? std::nan("") : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(double(mant), -24);
+  return sign * std::ldexp(double(1024 + mant), exp - 25);
+}
+
+// Round to nearest, ties to even, by comparing with the neighbouring halves (no bit tricks).
+uint16_t nearest_half(float x) {
+  if (std::isnan(x)) return 0x7e00;
+  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  const double a = std::fabs(double(x));
+  if (a >= 65520.0) return sign | 0x7c00;
+  uint16_t lo = 0;  // largest finite magnitude with value <= a
+  for (uint16_t step = 0x4000; step; step >>= 1)
+    if (lo + step <= 0x7bff && half_value(uint16_t(lo + step)) <= a) lo = uint16_t(lo + step);
+  if (lo == 0x7bff) return sign | lo;
+  const double d_lo = a - half_value(lo), d_hi = half_value(uint16_t(lo + 1)) - a;
+  const uint16_t pick = d_lo < d_hi ? lo : d_hi < d_lo ? uint16_t(lo + 1) : (lo & 1 ? uint16_t(lo + 1) : lo);
+  return sign | pick;
+}
+
+TEST(Float16, HalfToFloatIsExactForEveryHalf) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = maskattn::half_to_float(uint16_t(h));
+    const double want = half_value(uint16_t(h));
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << h;
+    } else {
+      ASSERT_EQ(double(f), want) << std::hex << h;
+      ASSERT_EQ(std::signbit(f), bool(h & 0x8000)) << std::hex << h;  // -0 stays -0
+    }
+  }
+}
+
+TEST(Float16, FloatToHalfRoundsToNearestEven) {
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.99f, 65520.0f, 70000.0f, -1e30f,
+                           INFINITY, -INFINITY, 6.1035156e-05f /* smallest normal */,
+                           5.9604645e-08f /* smallest subnormal */, 2.9802322e-08f /* half of it: tie to 0 */,
+                           2.9802326e-08f, 8.940697e-08f /* 1.5 units: tie to even 2 */, 1e-10f, 0.1f, 0.3333333f};
+  for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite half, and the midpoints around it
+    const double v = half_value(uint16_t(h)), next = half_value(uint16_t(h + 1));
+    xs.push_back(float(v));
+    if (h + 1 < 0x7c00) xs.push_back(float((v + next) / 2));  // exact midpoints are floats here
+  }
+  Rng rng("Float16/random");
+  for (int n = 0; n < 200000; ++n) {
+    uint32_t bits = uint32_t(rng.next_u64());
+    float f;
+    std::memcpy(&f, &bits, 4);
+    xs.push_back(f);
+  }
+  for (float x : xs) {
+    const uint16_t got = maskattn::float_to_half(x), want = nearest_half(x);
+    if (std::isnan(x)) {
+      ASSERT_TRUE(std::isnan(maskattn::half_to_float(got))) << x;
+      continue;
+    }
+    ASSERT_EQ(got, want) << "x = " << x << " (bits " << std::hex << [&] { uint32_t b; std::memcpy(&b, &x, 4); return b; }() << ")";
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shadow: what each sequence holds, as plain float rows
+// ---------------------------------------------------------------------------------------------
+
+struct Shadow {
+  int64_t B, H, D, Dv;
+  bool half;
+  std::vector<std::vector<float>> k, v;  // [b]: positions x H x width (position-major)
+
+  Shadow(int64_t b, int64_t h, int64_t d, int64_t dv, bool f16) : B(b), H(h), D(d), Dv(dv), half(f16), k(b), v(b) {}
+  int64_t length(int64_t b) const { return int64_t(k[size_t(b)].size()) / (H * D); }
+  float store(float x) const { return half ? maskattn::half_to_float(nearest_half(x)) : x; }
+  // Appends counts[b] rows of bhld k [B, H, T, D], v [B, H, T, Dv].
+  void append(const std::vector<float>& kin, const std::vector<float>& vin, int64_t T, const std::vector<int32_t>& counts) {
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < counts[size_t(b)]; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+          for (int64_t c = 0; c < D; ++c) k[size_t(b)].push_back(store(kin[size_t(((b * H + h) * T + t) * D + c)]));
+          for (int64_t c = 0; c < Dv; ++c) v[size_t(b)].push_back(store(vin[size_t(((b * H + h) * T + t) * Dv + c)]));
+        }
+  }
+  void truncate(const std::vector<int32_t>& lengths) {
+    for (int64_t b = 0; b < B; ++b) {
+      k[size_t(b)].resize(size_t(lengths[size_t(b)] * H * D));
+      v[size_t(b)].resize(size_t(lengths[size_t(b)] * H * Dv));
+    }
+  }
+  // Sequence b as a bhld [1, H, L, width] tensor.
+  std::vector<float> tensor(int64_t b, bool keys) const {
+    const int64_t w = keys ? D : Dv, L = length(b);
+    const std::vector<float>& src = keys ? k[size_t(b)] : v[size_t(b)];
+    std::vector<float> out(size_t(H * L * w));
+    for (int64_t j = 0; j < L; ++j)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t c = 0; c < w; ++c) out[size_t((h * L + j) * w + c)] = src[size_t((j * H + h) * w + c)];
+    return out;
+  }
+};
+
+class KVCacheTest : public TargetTest {
+ protected:
+  maskattn::Options options() const {
+    maskattn::Options o = KVCache::default_options();
+    o.target = target().target;
+    o.kernel = target().kernel;
+    return o;
+  }
+
+  // Checks cache.attend(q, opt) against the reference per sequence (window: the ring's rule).
+  void check_attend(const KVCache& cache, const Shadow& shadow, int64_t Hq, int64_t Lq, Rng& rng,
+                    maskattn::Options opt, const std::string& what) {
+    SCOPED_TRACE(what);
+    const KVCacheConfig& cfg = cache.config();
+    const int64_t B = cfg.batch, D = cfg.head_dim, Dv = cfg.value_dim;
+    std::vector<float> q(size_t(B * Hq * Lq * D)), out(size_t(B * Hq * Lq * Dv), -7.0f), lse(size_t(B * Hq * Lq));
+    for (float& x : q) x = rng.uniform(-1, 1);
+    maskattn::ExtraOutputs extra;
+    extra.lse = lse.data();
+    cache.attend(maskattn::bhld(q.data(), B, Hq, Lq, D), maskattn::bhld(out.data(), B, Hq, Lq, Dv), opt, extra);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t L = shadow.length(b);
+      ASSERT_EQ(L, cache.lengths()[size_t(b)]);
+      const std::vector<float> kb = shadow.tensor(b, true), vb = shadow.tensor(b, false);
+      maskattn::Options ro = opt;
+      ro.target = Target::reference;
+      if (cfg.window > 0) {
+        ro.window.left = ro.window.left < 0 ? cfg.window - 1 : std::min<int64_t>(ro.window.left, cfg.window - 1);
+        ro.window.right = 0;
+      }
+      const float* qb = q.data() + b * Hq * Lq * D;
+      auto run_ref = [&](maskattn::Precision prec) {
+        return maskattn::reference_attention(maskattn::bhld(qb, 1, Hq, Lq, D), maskattn::bhld(kb.data(), 1, cfg.kv_heads, L, D),
+                                             maskattn::bhld(vb.data(), 1, cfg.kv_heads, L, Dv), ro, prec);
+      };
+      const maskattn::ReferenceResult r64 = run_ref(maskattn::Precision::fp64), r32 = run_ref(maskattn::Precision::fp32);
+      const std::vector<float> got(out.begin() + b * Hq * Lq * Dv, out.begin() + (b + 1) * Hq * Lq * Dv);
+      EXPECT_TRUE(maskattn_test::compare_to_reference("O (sequence " + std::to_string(b) + ")", got, r64.out, r32.out,
+                                                      {1, Hq, Lq, Dv}));
+      const std::vector<float> got_lse(lse.begin() + b * Hq * Lq, lse.begin() + (b + 1) * Hq * Lq);
+      maskattn_test::Tolerance lt;
+      lt.floor = 4e-6;
+      lt.cap = 0;
+      lt.rel_floor = 1e-6;
+      EXPECT_TRUE(maskattn_test::compare_to_reference("lse (sequence " + std::to_string(b) + ")", got_lse, r64.lse,
+                                                      r32.lse, {1, Hq, Lq}, lt));
+    }
+  }
+
+  static std::vector<float> random(Rng& rng, size_t n) {
+    std::vector<float> x(n);
+    for (float& e : x) e = rng.uniform(-1, 1);
+    return x;
+  }
+};
+
+// Ragged appends in several steps, truncate (rejected speculative tokens), re-append, reset;
+// float32 and float16, GQA 4/2, one and three query rows, every fully-masked policy.
+TEST_P(KVCacheTest, MatchesPlainAttentionThroughAGeneration) {
+  for (KVType dtype : {KVType::f32, KVType::f16}) {
+    const bool half = dtype == KVType::f16;
+    Rng rng(std::string("KVCache/generation/") + (half ? "f16" : "f32"));
+    KVCacheConfig cfg;
+    cfg.batch = 2; cfg.kv_heads = 2; cfg.capacity = 600; cfg.head_dim = 24; cfg.value_dim = 20; cfg.dtype = dtype;
+    KVCache cache(cfg);
+    Shadow shadow(2, 2, 24, 20, half);
+    const void* storage = cache.key_data();
+    auto append = [&](int64_t T, std::vector<int32_t> counts) {
+      const std::vector<float> k = random(rng, size_t(2 * 2 * T * 24)), v = random(rng, size_t(2 * 2 * T * 20));
+      cache.append(maskattn::bhld(k.data(), 2, 2, T, 24), maskattn::bhld(v.data(), 2, 2, T, 20), counts);
+      shadow.append(k, v, T, counts);
+    };
+    const std::string label = half ? "f16" : "f32";
+    append(150, {150, 70});  // ragged prompt
+    check_attend(cache, shadow, 4, 3, rng, options(), label + " after the prompt");
+    for (int step = 0; step < 3; ++step) append(1, {1, 1});
+    check_attend(cache, shadow, 4, 1, rng, options(), label + " after decode steps");
+    append(4, {4, 2});  // speculative tokens...
+    cache.truncate(std::vector<int32_t>{151, 72});  // ...partly rejected
+    shadow.truncate({151, 72});
+    append(2, {2, 0});
+    check_attend(cache, shadow, 4, 2, rng, options(), label + " after truncate and re-append");
+    append(400, {400, 400});  // long: several split-K chunks
+    maskattn::Options o = options();
+    const std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f};  // a Span: must outlive o
+    o.alibi_slopes = slopes;
+    o.softcap = 20.0f;
+    check_attend(cache, shadow, 4, 1, rng, o, label + " long, ALiBi and softcap");
+    EXPECT_EQ(storage, cache.key_data()) << "the cache grows in place";
+    // Sequence 1 empty: its rows are fully masked; each policy answers for them.
+    cache.truncate(std::vector<int32_t>{cache.lengths()[0], 0});
+    shadow.truncate({cache.lengths()[0], 0});
+    for (FullyMasked policy : {FullyMasked::zero, FullyMasked::nan, FullyMasked::uniform}) {
+      o = options();
+      o.fully_masked = policy;
+      check_attend(cache, shadow, 4, 1, rng, o, label + " empty sequence, policy " + std::to_string(int(policy)));
+    }
+    o = options();
+    o.causal = false;
+    o.window = {5, -1};
+    check_attend(cache, shadow, 4, 2, rng, o, label + " not causal, window");
+    cache.reset();
+    shadow.truncate({0, 0});
+    EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{0, 0}));
+    append(3, {3, 1});
+    check_attend(cache, shadow, 4, 1, rng, options(), label + " after reset");
+  }
+}
+
+// A sliding-window ring: appends wrap around the capacity, and attention equals the full history
+// with window [W - 1, 0]. Queries of several rows need capacity >= W + Lq - 1.
+TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
+  for (KVType dtype : {KVType::f32, KVType::f16}) {
+    Rng rng(std::string("KVCache/ring/") + (dtype == KVType::f16 ? "f16" : "f32"));
+    KVCacheConfig cfg;
+    cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 100; cfg.head_dim = 16; cfg.dtype = dtype; cfg.window = 97;
+    KVCache cache(cfg);
+    Shadow shadow(2, 1, 16, 16, dtype == KVType::f16);
+    EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * (dtype == KVType::f16 ? 2 : 4));
+    for (int step = 0; step < 6; ++step) {
+      const int64_t T = step == 0 ? 130 : 37;  // the first append alone wraps the ring
+      std::vector<int32_t> counts = {int32_t(T), int32_t(step % 2 ? T : T - 5)};
+      const std::vector<float> k = random(rng, size_t(2 * T * 16)), v = random(rng, size_t(2 * T * 16));
+      cache.append(maskattn::bhld(k.data(), 2, 1, T, 16), maskattn::bhld(v.data(), 2, 1, T, 16), counts);
+      shadow.append(k, v, T, counts);
+      check_attend(cache, shadow, 2, 4, rng, options(), "ring step " + std::to_string(step));
+    }
+    EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * (dtype == KVType::f16 ? 2 : 4)) << "memory stays O(capacity)";
+    // Lq = 5 would reach a position already overwritten (capacity 100 < 97 + 5 - 1).
+    std::vector<float> q(2 * 2 * 5 * 16, 0.5f), o(q.size(), -7.0f);
+    const std::vector<float> before = o;
+    try {
+      cache.attend(maskattn::bhld(q.data(), 2, 2, 5, 16), maskattn::bhld(o.data(), 2, 2, 5, 16), options());
+      ADD_FAILURE() << "expected an error";
+    } catch (const ArgumentError& e) {
+      EXPECT_EQ(e.argument(), "q");
+      EXPECT_NE(std::string(e.what()).find("overwritten"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(o, before) << "nothing written";
+  }
+}
+
+// Raw halves in equal the same values as floats; a float32 cache refuses them.
+TEST_P(KVCacheTest, HalfInputEqualsRoundedFloatInput) {
+  Rng rng("KVCache/half-input");
+  KVCacheConfig cfg;
+  cfg.batch = 1; cfg.kv_heads = 2; cfg.capacity = 80; cfg.head_dim = 8; cfg.dtype = KVType::f16;
+  KVCache from_floats(cfg), from_halves(cfg);
+  const std::vector<float> k = random(rng, 2 * 70 * 8), v = random(rng, 2 * 70 * 8);
+  std::vector<uint16_t> kh(k.size()), vh(v.size());
+  for (size_t i = 0; i < k.size(); ++i) { kh[i] = nearest_half(k[i]); vh[i] = nearest_half(v[i]); }
+  from_floats.append(maskattn::bhld(k.data(), 1, 2, 70, 8), maskattn::bhld(v.data(), 1, 2, 70, 8));
+  from_halves.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8), maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8));
+  EXPECT_EQ(0, std::memcmp(from_floats.key_data(), from_halves.key_data(), kh.size() * 2));
+  EXPECT_EQ(0, std::memcmp(from_floats.value_data(), from_halves.value_data(), vh.size() * 2));
+  std::vector<float> q = random(rng, 4 * 8), o1(4 * 8), o2(4 * 8);
+  from_floats.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o1.data(), 1, 4, 1, 8), options());
+  from_halves.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o2.data(), 1, 4, 1, 8), options());
+  EXPECT_EQ(o1, o2);
+  cfg.dtype = KVType::f32;
+  KVCache f32(cfg);
+  EXPECT_THROW(f32.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8),
+                          maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8)),
+               ArgumentError);
+}
+
+// NaN in a cache's unused capacity or beyond a sequence's length never reaches the output.
+TEST_P(KVCacheTest, UnusedCapacityNeverLeaks) {
+  Rng rng("KVCache/unused");
+  KVCacheConfig cfg;
+  cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 300; cfg.head_dim = 16;
+  KVCache cache(cfg);
+  Shadow shadow(2, 1, 16, 16, false);
+  // Fill everything with NaN, then roll back: the capacity now holds NaN garbage.
+  std::vector<float> nan(2 * 300 * 16, maskattn_test::kNaN);
+  cache.append(maskattn::bhld(nan.data(), 2, 1, 300, 16), maskattn::bhld(nan.data(), 2, 1, 300, 16));
+  cache.truncate(std::vector<int32_t>{0, 0});
+  const std::vector<float> k = random(rng, 2 * 200 * 16), v = random(rng, 2 * 200 * 16);
+  cache.append(maskattn::bhld(k.data(), 2, 1, 200, 16), maskattn::bhld(v.data(), 2, 1, 200, 16), std::vector<int32_t>{200, 65});
+  shadow.append(k, v, 200, {200, 65});
+  for (FullyMasked policy : {FullyMasked::zero, FullyMasked::uniform}) {
+    maskattn::Options o = options();
+    o.fully_masked = policy;
+    check_attend(cache, shadow, 2, 3, rng, o, "NaN beyond the lengths");
+  }
+}
+
+TEST_P(KVCacheTest, AppendPastCapacityChangesNothing) {
+  Rng rng("KVCache/capacity");
+  KVCacheConfig cfg;
+  cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 10; cfg.head_dim = 8;
+  KVCache cache(cfg);
+  const std::vector<float> k = random(rng, 2 * 8 * 8), v = random(rng, 2 * 8 * 8);
+  cache.append(maskattn::bhld(k.data(), 2, 1, 8, 8), maskattn::bhld(v.data(), 2, 1, 8, 8), std::vector<int32_t>{8, 3});
+  const std::vector<float> q = random(rng, 2 * 1 * 8);
+  std::vector<float> before(16), after(16);
+  cache.attend(maskattn::bhld(q.data(), 2, 1, 1, 8), maskattn::bhld(before.data(), 2, 1, 1, 8), options());
+  std::vector<float> k2 = random(rng, 2 * 3 * 8), v2 = random(rng, 2 * 3 * 8);
+  try {
+    cache.append(maskattn::bhld(k2.data(), 2, 1, 3, 8), maskattn::bhld(v2.data(), 2, 1, 3, 8));
+    ADD_FAILURE() << "expected an error";
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), "sequence[0]");
+    EXPECT_NE(std::string(e.what()).find("capacity is 10"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{8, 3}));
+  cache.attend(maskattn::bhld(q.data(), 2, 1, 1, 8), maskattn::bhld(after.data(), 2, 1, 1, 8), options());
+  EXPECT_EQ(before, after) << "nothing was written, not even to sequence 1, which had room";
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, KVCacheTest, ::testing::ValuesIn(maskattn_test::kernel_target_params()),
+                         maskattn_test::TargetParamName());
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: each names the argument; nothing changes.
+// ---------------------------------------------------------------------------------------------
+
+void expect_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an ArgumentError naming " << argument;
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), argument) << e.what();
+    EXPECT_EQ(e.is_type_error(), type_error) << e.what();
+  }
+}
+
+TEST(KVCacheErrors, ConfigurationFieldsAreNamed) {
+  auto make = [](std::function<void(KVCacheConfig&)> change) {
+    return [change] {
+      KVCacheConfig c;
+      c.batch = 1; c.kv_heads = 1; c.capacity = 4; c.head_dim = 8;
+      change(c);
+      KVCache cache(c);
+    };
+  };
+  expect_error(make([](KVCacheConfig& c) { c.batch = 0; }), "batch");
+  expect_error(make([](KVCacheConfig& c) { c.kv_heads = -1; }), "kv_heads");
+  expect_error(make([](KVCacheConfig& c) { c.capacity = 0; }), "capacity");
+  expect_error(make([](KVCacheConfig& c) { c.capacity = int64_t(1) << 24; }), "capacity");
+  expect_error(make([](KVCacheConfig& c) { c.head_dim = 0; }), "head_dim");
+  expect_error(make([](KVCacheConfig& c) { c.value_dim = -2; }), "value_dim");
+  expect_error(make([](KVCacheConfig& c) { c.dtype = static_cast<KVType>(7); }), "dtype", true);
+  expect_error(make([](KVCacheConfig& c) { c.window = -1; }), "window");
+  expect_error(make([](KVCacheConfig& c) { c.window = 5; }), "capacity");  // capacity 4 < window 5
+  expect_error(make([](KVCacheConfig& c) { c.batch = int64_t(1) << 40; c.capacity = 1 << 20; }), "capacity");
+}
+
+TEST(KVCacheErrors, MisuseIsNamedAndChangesNothing) {
+  KVCacheConfig c;
+  c.batch = 2; c.kv_heads = 2; c.capacity = 16; c.head_dim = 4;
+  KVCache cache(c);
+  std::vector<float> k(2 * 2 * 3 * 4, 0.25f), q(2 * 2 * 1 * 4, 0.5f), o(q.size());
+  cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4));
+  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 1, 6, 4), maskattn::bhld(k.data(), 2, 1, 6, 4)); }, "k");
+  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 2, 4)); }, "v");
+  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4), std::vector<int32_t>{1}); }, "counts");
+  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4), std::vector<int32_t>{1, 4}); }, "counts[1]");
+  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4, 10), maskattn::bhld(k.data(), 2, 2, 3, 4)); }, "k");
+  expect_error([&] { cache.truncate(std::vector<int32_t>{4, 1}); }, "lengths[0]");
+  expect_error([&] { cache.truncate(std::vector<int32_t>{-1, 1}); }, "lengths[0]");
+  expect_error([&] { cache.truncate(std::vector<int32_t>{1}); }, "lengths");
+  maskattn::Options with_lengths = KVCache::default_options();
+  std::vector<int32_t> kl = {3, 3};
+  with_lengths.key_lengths = kl;
+  expect_error([&] { cache.attend(maskattn::bhld(q.data(), 2, 2, 1, 4), maskattn::bhld(o.data(), 2, 2, 1, 4), with_lengths); }, "key_lengths");
+  expect_error([&] { cache.attend(maskattn::bhld(q.data(), 2, 3, 1, 4), maskattn::bhld(o.data(), 2, 3, 1, 4)); }, "q");
+  expect_error([&] { cache.attend(maskattn::bhld(q.data(), 1, 2, 1, 4), maskattn::bhld(o.data(), 1, 2, 1, 4)); }, "q");
+  EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{3, 3}));
+}
+
+}  // namespace
