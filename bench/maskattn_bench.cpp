@@ -2,17 +2,18 @@
 // at 1 and 2 threads, on the cases the project is held to (prefill, masks, decode).
 //
 //   maskattn_bench [--quick] [--json FILE] [--case ID[,ID...]] [--threads 1,2] [--target NAME]
-//                  [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS]
+//                  [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS] [--warm N]
 //
-// Method (the machine is shared and noisy): every (implementation, thread count) pair of a case is
-// called in turn, the order rotating each repetition, with a short pause before each call so no
-// library's idle workers still spin on a core; each call reads the next of 2-4 copies of the
-// inputs (so a decode call never finds its K/V in cache from the previous call); the figure is the
-// median per pair. Each peer's output is checked once against maskattn's (max abs diff <= 1e-3,
-// else the case is aborted). Decode cases report GB/s of the K and V bytes they must read (valid
-// keys, kv heads) against the measured read bandwidth; prefill cases report GFLOP/s (4·D flops per
-// allowed pair) against the measured FMA peak. Table on stdout, progress on stderr, every figure
-// in the JSON file.
+// Method (the machine is shared and noisy): every (implementation, thread count) pair of a case
+// is measured in turn, in a new random order each repetition: a short pause (so no library's idle
+// workers still spin on a core), untimed calls (one, or up to --warm while they take under 2 ms, so
+// the implementation's own threads are awake), then the timed call. Each call reads the next of
+// 2-4 copies of the inputs (so a decode call never finds its K/V in cache from the previous call);
+// the figure is the median per pair. Each peer's output is checked once against maskattn's (max
+// abs diff <= 1e-3, else the case is aborted). Decode cases report GB/s of the K and V bytes they
+// must read (valid keys, kv heads) against the measured read bandwidth; prefill cases report
+// GFLOP/s (4·D flops per allowed pair) against the measured FMA peak. Table on stdout, progress on
+// stderr, every figure in the JSON file (--json).
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -200,20 +202,20 @@ std::vector<std::string> parse_list(const char* s) {
 void usage() {
   std::fprintf(stderr,
                "usage: maskattn_bench [--quick] [--json FILE] [--case ID[,ID...]] [--threads 1,2] [--target NAME]\n"
-               "                      [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS]\n");
+               "                      [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS] [--warm N]\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Idle workers of the peers' thread pools spin before they sleep (OpenBLAS: 2^28 cycles, GNU
-  // OpenMP: 300000 pauses, i.e. tens of ms and several ms here), which would take a core from
-  // the next measured call. Shorten both to well under the pause between calls, once, by running
-  // again with the settings in the environment (a user's own settings win).
+  // Idle workers of the peers' thread pools spin before they sleep (OpenBLAS: 2^28 cycles, about
+  // 0.1 s; GNU OpenMP: 300000 pauses, about 8 ms on the Zen CPU this was written on), which would
+  // take a core from the next measured call. Shorten both to under the pause between calls, once,
+  // by running again with the settings in the environment (a user's own settings win).
   if (!std::getenv("MASKATTN_BENCH_REEXEC")) {
     setenv("MASKATTN_BENCH_REEXEC", "1", 1);
-    setenv("OPENBLAS_THREAD_TIMEOUT", "20", 0);  // 2^20 cycles, well under a millisecond
-    setenv("GOMP_SPINCOUNT", "20000", 0);
+    setenv("OPENBLAS_THREAD_TIMEOUT", "20", 0);  // 2^20 cycles: about 0.4 ms
+    setenv("GOMP_SPINCOUNT", "20000", 0);        // about 0.5 ms
     execv("/proc/self/exe", argv);  // if it fails, carry on with the defaults
   }
 
@@ -224,6 +226,7 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
   maskattn::Target target = maskattn::Target::automatic;
   double budget = -1, gap_ms = 1.0;
+  int warm = 3;
   for (int a = 1; a < argc; ++a) {
     const char* arg = argv[a];
     const bool has_value = a + 1 < argc;
@@ -234,6 +237,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(arg, "--threads") && has_value) thread_counts = parse_ints(argv[++a]);
     else if (!std::strcmp(arg, "--budget") && has_value) budget = std::atof(argv[++a]);
     else if (!std::strcmp(arg, "--gap-ms") && has_value) gap_ms = std::atof(argv[++a]);
+    else if (!std::strcmp(arg, "--warm") && has_value) warm = std::atoi(argv[++a]);
     else if (!std::strcmp(arg, "--target") && has_value) {
       const std::string name = argv[++a];
       bool found = false;
@@ -281,8 +285,9 @@ int main(int argc, char** argv) {
 
   std::printf("maskattn %s (target %s) vs peers in the same process; %s, %u cores; %s\n", maskattn::version(),
               maskattn::target_name(resolved), cpu.c_str(), cores, date);
-  std::printf("method: median of interleaved calls (rotating order, %.1f ms pause before each), inputs rotated over 2-4 copies%s\n",
-              gap_ms, quick ? "; QUICK run (few repetitions)" : "");
+  std::printf("method: median of interleaved calls (shuffled order; before each: %.1f ms pause, 1-%d untimed calls),\n"
+              "        inputs rotated over 2-4 copies%s\n",
+              gap_ms, warm, quick ? "; QUICK run (few repetitions)" : "");
   for (size_t t = 0; t < thread_counts.size(); ++t)
     std::printf("ceilings, %d thread%s: fp32 FMA peak %.1f GFLOP/s; read bandwidth %.1f GB/s best, %.1f median\n",
                 thread_counts[t], thread_counts[t] > 1 ? "s" : " ", peak[t], bw_best[t], bw_median[t]);
@@ -427,15 +432,44 @@ int main(int argc, char** argv) {
       continue;
     }
 
+    // What maskattn did (kernel, threads, tiles), from one more call per thread count.
+    std::string ours_info;
+    for (const Impl& im : impls) {
+      if (!im.ours) continue;
+      maskattn::Options opt = base;
+      opt.threads = im.threads;
+      maskattn::Stats st;
+      opt.stats = &st;
+      maskattn::attention(maskattn::bhld(q[0].data(), p.B, p.Hq, p.Lq, p.D), maskattn::bhld(k[0].data(), p.B, p.Hkv, p.Lk, p.D),
+                          maskattn::bhld(v[0].data(), p.B, p.Hkv, p.Lk, p.D), maskattn::bhld(im.out, p.B, p.Hq, p.Lq, p.D), opt);
+      char b[200];
+      std::snprintf(b, sizeof b, "%s{\"threads\": %d, \"threads_used\": %d, \"tiles_skipped\": %lld, \"tiles_full\": %lld, \"tiles_mixed\": %lld}",
+                    ours_info.empty() ? "" : ", ", im.threads, st.threads_used, (long long)st.tiles_skipped,
+                    (long long)st.tiles_full, (long long)st.tiles_mixed);
+      ours_info += b;
+      std::fprintf(stderr, "  maskattn %dT: %s kernel, %d thread(s) used, tiles skipped %lld, full %lld, mixed %lld\n", im.threads,
+                   p.group() * p.Lq <= maskattn::decode_max_rows() ? "decode" : "prefill", st.threads_used,
+                   (long long)st.tiles_skipped, (long long)st.tiles_full, (long long)st.tiles_mixed);
+    }
+
     // Interleaved, rotating measurement.
     int reps = 0, call_no = 0;
+    std::vector<size_t> order(impls.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::mt19937 shuffle_rng(unsigned(ci) + 1);
     const auto t_start = clock_type::now();
     for (;;) {
       const double elapsed = std::chrono::duration<double>(clock_type::now() - t_start).count();
       if (reps >= max_reps || (reps >= min_reps && elapsed >= budget)) break;
+      std::shuffle(order.begin(), order.end(), shuffle_rng);  // a new order (and neighbours) each time
       for (size_t s = 0; s < impls.size(); ++s) {
-        Impl& im = impls[(s + size_t(reps)) % impls.size()];
+        Impl& im = impls[order[s]];
         if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(gap_ms));
+        // Untimed calls first (at least one; more, up to --warm, while they take under 2 ms): the
+        // implementation's threads are awake and its state is steady when the timed call starts.
+        const auto w0 = clock_type::now();
+        for (int w = 0; w < warm && (w == 0 || clock_type::now() - w0 < std::chrono::milliseconds(2)); ++w)
+          im.call(call_no++ % copies);
         const int cp = call_no++ % copies;
         const auto t0 = clock_type::now();
         im.call(cp);
@@ -505,7 +539,9 @@ int main(int argc, char** argv) {
        << ", \"key_lengths\": [";
     for (size_t b = 0; b < p.key_lengths.size(); ++b) js << (b ? ", " : "") << p.key_lengths[b];
     js << "]}, \"allowed_pairs\": " << num(pairs) << ", \"flops\": " << num(flops) << ", \"kv_bytes\": " << num(bytes)
-       << ", \"copies\": " << copies << ", \"repetitions\": " << reps << ", \"notes\": [";
+       << ", \"copies\": " << copies << ", \"repetitions\": " << reps << ",\n     \"maskattn_kernel\": "
+       << json_str(p.group() * p.Lq <= maskattn::decode_max_rows() ? "decode" : "prefill") << ", \"maskattn_stats\": ["
+       << ours_info << "], \"notes\": [";
     for (size_t n = 0; n < notes.size(); ++n) js << (n ? ", " : "") << json_str(notes[n]);
     js << "],\n     \"results\": [";
     for (size_t r = 0; r < results.size(); ++r) {

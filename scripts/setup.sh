@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ emscripten libxsimd-dev libgtest-dev googletest wabt
-          chromium libopenblas-dev)
+          chromium libopenblas-dev libeigen3-dev libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
