@@ -1,7 +1,6 @@
 // A persistent worker pool: threads are started once and kept, so a multi-threaded call costs a
 // wake-up (a few microseconds), not a thread spawn per call (tens of microseconds, more than a
-// small attention call takes). Workers spin briefly after a job before sleeping, which catches the
-// back-to-back calls of a decode loop (one call per layer per token).
+// small attention call takes). Workers spin briefly (kSpinTime) after a job before sleeping.
 //
 // One job runs at a time. A call that finds the pool busy (another thread of the application is
 // inside attention) runs its units inline on its own thread instead of waiting: results are the
@@ -9,6 +8,7 @@
 #include "core/parallel.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -25,7 +25,24 @@
 namespace maskattn::detail {
 namespace {
 
-constexpr int kSpinRounds = 20000;  // ~50-100 us of pause instructions before a worker sleeps
+// How long a waiting thread spins before it sleeps: measured by the clock, not in pause
+// instructions (one pause is 26 ns on Zen 5, 1 ns on older cores). Long enough to catch the next
+// call of a decode loop without a futex wake-up (tens of microseconds in a VM); the spin yields
+// regularly, so a thread that needs this core (our own worker on a busy machine, or another
+// library's) gets it.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+
+// Spins until done() or kSpinTime has passed; returns done().
+template <class Done>
+bool spin_until(Done&& done) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int n = 1;; ++n) {
+    if (done()) return true;
+    MASKATTN_PAUSE();
+    if (n % 32 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) return done();
+    if (n % 1024 == 0) std::this_thread::yield();  // rarely: a yield costs microseconds in a VM
+  }
+}
 
 class Pool {
  public:
@@ -61,13 +78,9 @@ class Pool {
     }
     wake_.notify_all();
     work(0);
-    for (int spin = 0; pending_.load() != 0; ++spin) {
-      if (spin < kSpinRounds) {
-        MASKATTN_PAUSE();
-      } else {
-        std::unique_lock<std::mutex> lock(mutex_);
-        done_.wait(lock, [&] { return pending_.load() == 0; });
-      }
+    if (!spin_until([&] { return pending_.load() == 0; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [&] { return pending_.load() == 0; });
     }
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
@@ -88,17 +101,11 @@ class Pool {
   void worker_loop(int id, uint64_t seen) {
     for (;;) {
       // Wait for a new job: spin first (cheap wake-up for back-to-back calls), then sleep.
-      uint64_t now = generation_.load();
-      for (int spin = 0; now == seen && spin < kSpinRounds; ++spin) {
-        MASKATTN_PAUSE();
-        now = generation_.load();
-      }
-      if (now == seen) {
+      if (!spin_until([&] { return generation_.load() != seen; })) {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_.load() != seen; });
-        now = generation_.load();
       }
-      seen = now;
+      seen = generation_.load();
       if (stop_) return;
       if (id >= job_threads_) continue;  // this job needs fewer workers
       work(id);
