@@ -2,12 +2,18 @@
 // their addresses and shapes; the library's own validation checks everything, and every C++
 // exception is caught here and turned into a status code plus message, so a bad argument or an
 // out-of-memory never aborts the module and it stays usable.
+//
+// Two families of entry points: attention(args) (one call, everything in the args block), and the
+// KV cache: kvCreate/kvDestroy manage maskattn::KVCache objects that live here, in wasm memory, and
+// are named by integer handles; kvAppend/kvAttend take the same args block as attention().
 #include <emscripten/bind.h>
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
+#include <unordered_map>
 
 #include <maskattn/maskattn.hpp>
 
@@ -19,13 +25,16 @@ namespace {
 // Addresses are byte offsets into wasm memory (0 = absent); each tensor's own logical dims
 // [B, H, L, D] are passed so that the library's validation sees any mismatch; layout 0 = bhld,
 // 1 = blhd. Mask shapes are already 4-D (JS pads them). Sizes are element counts.
+// KV cache calls use the same block: kvAppend reads k, v (with `half` = 1 when they are raw IEEE
+// halves) and `counts`; kvAttend reads everything attention() reads but k and v (the cache holds
+// them; kL is the cache's key axis, max(lengths), which sizes key segments).
 #define MASKATTN_CALL_FIELDS(X)                                                               \
   X(q) X(k) X(v) X(out) X(qB) X(qH) X(qL) X(qD) X(kB) X(kH) X(kL) X(kD) X(vB) X(vH) X(vL)      \
   X(vD) X(layout) X(qSize) X(kSize) X(vSize) X(outSize) X(hasScale) X(scale) X(causal)         \
   X(align) X(keyLengths) X(queryLengths) X(allowed) X(allowedB) X(allowedH) X(allowedLq)        \
   X(allowedLk) X(bias) X(biasB) X(biasH) X(biasLq) X(biasLk) X(windowLeft) X(windowRight)       \
   X(prefix) X(querySegments) X(keySegments) X(alibiSlopes) X(softcap) X(fullyMasked)            \
-  X(weights) X(lse) X(stats)
+  X(weights) X(weightsSize) X(lse) X(lseSize) X(stats) X(half) X(counts)
 
 struct CallArgs {
 #define MASKATTN_FIELD(name) double name;
@@ -48,45 +57,61 @@ template <class T>
 T* at(double address) { return reinterpret_cast<T*>(uintptr_t(address)); }
 int32_t i32(double x) { return int32_t(x); }
 
-// `args` is the address of a CallArgs block.
-int attention(uint32_t args) {
+CallArgs read_args(uint32_t address) {
   CallArgs a;
-  std::memcpy(&a, reinterpret_cast<const void*>(uintptr_t(args)), sizeof a);
+  std::memcpy(&a, reinterpret_cast<const void*>(uintptr_t(address)), sizeof a);
+  return a;
+}
+
+maskattn::Layout layout_of(const CallArgs& a) {
+  return a.layout == 1 ? maskattn::Layout::blhd : maskattn::Layout::bhld;
+}
+
+// The per-call options (mask rules, policy, stats), shared by attention() and kvAttend().
+maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   using namespace maskattn;
+  Options o;
+  if (a.hasScale != 0) o.scale = float(a.scale);
+  o.causal = a.causal != 0;
+  o.align = a.align == 1 ? Align::top_left : Align::bottom_right;
+  if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(i32(a.qB)));
+  if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(i32(a.qB)));
+  if (a.allowed) o.allowed = make_mask(at<const uint8_t>(a.allowed), i32(a.allowedB), i32(a.allowedH), i32(a.allowedLq), i32(a.allowedLk));
+  if (a.bias) o.bias = make_mask(at<const float>(a.bias), i32(a.biasB), i32(a.biasH), i32(a.biasLq), i32(a.biasLk));
+  o.window = Window{int64_t(a.windowLeft), int64_t(a.windowRight)};
+  o.prefix = int64_t(a.prefix);
+  if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(i32(a.qB)) * size_t(i32(a.qL)));
+  if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(i32(a.qB)) * size_t(i32(a.kL)));
+  if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(i32(a.qH)));
+  o.softcap = float(a.softcap);
+  o.fully_masked = a.fullyMasked == 1 ? FullyMasked::nan : a.fullyMasked == 2 ? FullyMasked::uniform : FullyMasked::zero;
+  if (a.stats) o.stats = stats;
+  return o;
+}
+
+maskattn::ExtraOutputs extra_of(const CallArgs& a) {
+  maskattn::ExtraOutputs extra;
+  extra.weights = at<float>(a.weights);
+  extra.weights_size = a.weights ? int64_t(a.weightsSize) : -1;
+  extra.lse = at<float>(a.lse);
+  extra.lse_size = a.lse ? int64_t(a.lseSize) : -1;
+  return extra;
+}
+
+void write_stats(const CallArgs& a, const maskattn::Stats& stats) {
+  if (!a.stats) return;
+  double* s = at<double>(a.stats);
+  s[0] = double(stats.tiles_skipped);
+  s[1] = double(stats.tiles_full);
+  s[2] = double(stats.tiles_mixed);
+}
+
+// Runs body(), turning every exception into a status code and the error's argument and message
+// (read by JS with lastErrorArgument/lastErrorMessage). `oom` says what could not be allocated.
+template <class Body>
+int guarded(const char* oom, Body&& body) {
   try {
-    const Layout layout = a.layout == 1 ? Layout::blhd : Layout::bhld;
-    const ConstTensor q = make_tensor(at<const float>(a.q), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.qD), int64_t(a.qSize));
-    const ConstTensor k = make_tensor(at<const float>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize));
-    const ConstTensor v = make_tensor(at<const float>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize));
-    // The output follows q (batch, heads, queries) and v (value dim); the library checks it too.
-    const MutableTensor out = make_tensor(at<float>(a.out), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.vD), int64_t(a.outSize));
-    Options o;
-    if (a.hasScale != 0) o.scale = float(a.scale);
-    o.causal = a.causal != 0;
-    o.align = a.align == 1 ? Align::top_left : Align::bottom_right;
-    if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(i32(a.qB)));
-    if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(i32(a.qB)));
-    if (a.allowed) o.allowed = make_mask(at<const uint8_t>(a.allowed), i32(a.allowedB), i32(a.allowedH), i32(a.allowedLq), i32(a.allowedLk));
-    if (a.bias) o.bias = make_mask(at<const float>(a.bias), i32(a.biasB), i32(a.biasH), i32(a.biasLq), i32(a.biasLk));
-    o.window = Window{int64_t(a.windowLeft), int64_t(a.windowRight)};
-    o.prefix = int64_t(a.prefix);
-    if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(i32(a.qB)) * size_t(i32(a.qL)));
-    if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(i32(a.qB)) * size_t(i32(a.kL)));
-    if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(i32(a.qH)));
-    o.softcap = float(a.softcap);
-    o.fully_masked = a.fullyMasked == 1 ? FullyMasked::nan : a.fullyMasked == 2 ? FullyMasked::uniform : FullyMasked::zero;
-    Stats stats;
-    if (a.stats) o.stats = &stats;
-    ExtraOutputs extra;
-    extra.weights = at<float>(a.weights);
-    extra.lse = at<float>(a.lse);
-    maskattn::attention(q, k, v, out, o, extra);
-    if (a.stats) {
-      double* s = at<double>(a.stats);
-      s[0] = double(stats.tiles_skipped);
-      s[1] = double(stats.tiles_full);
-      s[2] = double(stats.tiles_mixed);
-    }
+    body();
     return kOk;
   } catch (const maskattn::ArgumentError& e) {
     g_error_argument = e.argument();
@@ -94,13 +119,128 @@ int attention(uint32_t args) {
     return e.is_type_error() ? kTypeError : kRangeError;
   } catch (const std::bad_alloc&) {
     g_error_argument = "memory";
-    g_error_message = "out of memory: the WebAssembly heap cannot hold this problem's scratch space";
+    g_error_message = std::string("out of memory: ") + oom;
     return kOutOfMemory;
   } catch (const std::exception& e) {
     g_error_argument = "";
     g_error_message = e.what();
     return kInternal;
   }
+}
+
+// `args` is the address of a CallArgs block.
+int attention(uint32_t args) {
+  const CallArgs a = read_args(args);
+  using namespace maskattn;
+  return guarded("the WebAssembly heap cannot hold this problem's scratch space", [&] {
+    const Layout layout = layout_of(a);
+    const ConstTensor q = make_tensor(at<const float>(a.q), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.qD), int64_t(a.qSize));
+    const ConstTensor k = make_tensor(at<const float>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize));
+    const ConstTensor v = make_tensor(at<const float>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize));
+    // The output follows q (batch, heads, queries) and v (value dim); the library checks it too.
+    const MutableTensor out = make_tensor(at<float>(a.out), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.vD), int64_t(a.outSize));
+    Stats stats;
+    maskattn::attention(q, k, v, out, options_of(a, &stats), extra_of(a));
+    write_stats(a, stats);
+  });
+}
+
+// ------------------------------------------------------------------------------------ KV cache
+
+// Caches by handle. Ownership: each KVCache (and its K/V storage) belongs to this table from
+// kvCreate until kvDestroy; JS holds only the handle. Handles are never reused, so a stale one is
+// an error here rather than another cache.
+std::unordered_map<uint32_t, std::unique_ptr<maskattn::KVCache>> g_caches;
+uint32_t g_next_handle = 1;
+
+maskattn::KVCache& cache_of(uint32_t handle) {
+  const auto it = g_caches.find(handle);
+  if (it == g_caches.end()) throw maskattn::ArgumentError("cache", "used after dispose()");
+  return *it->second;
+}
+
+// Returns the new cache's handle (> 0), or minus the status code when the configuration is bad or
+// its memory cannot be had. dtype 0 = f32, 1 = f16; window 0 = none. JS passes safe integers.
+double kv_create(double batch, double kv_heads, double capacity, double head_dim, double value_dim,
+                 double dtype, double window) {
+  using namespace maskattn;
+  uint32_t handle = 0;
+  const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
+    KVCacheConfig config;
+    config.batch = int64_t(batch);
+    config.kv_heads = int64_t(kv_heads);
+    config.capacity = int64_t(capacity);
+    config.head_dim = int64_t(head_dim);
+    config.value_dim = int64_t(value_dim);
+    config.dtype = dtype == 1 ? KVType::f16 : KVType::f32;
+    config.window = int64_t(window);
+    auto cache = std::make_unique<KVCache>(config);
+    if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
+    handle = g_next_handle++;
+    g_caches.emplace(handle, std::move(cache));
+  });
+  return status == kOk ? double(handle) : -double(status);
+}
+
+void kv_destroy(uint32_t handle) { g_caches.erase(handle); }
+
+// k and v at their addresses in the args block: floats, or IEEE halves when `half` is set.
+int kv_append(uint32_t handle, uint32_t args) {
+  const CallArgs a = read_args(args);
+  using namespace maskattn;
+  return guarded("the WebAssembly heap cannot hold this append's scratch space", [&] {
+    KVCache& cache = cache_of(handle);
+    const Layout layout = layout_of(a);
+    Span<int32_t> counts;
+    if (a.counts) counts = Span<int32_t>(at<const int32_t>(a.counts), size_t(cache.config().batch));
+    if (a.half != 0) {
+      cache.append(make_tensor(at<const uint16_t>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize)),
+                   make_tensor(at<const uint16_t>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize)),
+                   counts);
+    } else {
+      cache.append(make_tensor(at<const float>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize)),
+                   make_tensor(at<const float>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize)),
+                   counts);
+    }
+  });
+}
+
+// q, out, weights, lse and the options as attention() takes them; the keys are the cache's.
+int kv_attend(uint32_t handle, uint32_t args) {
+  const CallArgs a = read_args(args);
+  using namespace maskattn;
+  return guarded("the WebAssembly heap cannot hold this problem's scratch space", [&] {
+    const KVCache& cache = cache_of(handle);
+    const Layout layout = layout_of(a);
+    const ConstTensor q = make_tensor(at<const float>(a.q), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.qD), int64_t(a.qSize));
+    const MutableTensor out = make_tensor(at<float>(a.out), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.vD), int64_t(a.outSize));
+    Stats stats;
+    cache.attend(q, out, options_of(a, &stats), extra_of(a));
+    write_stats(a, stats);
+  });
+}
+
+int kv_truncate(uint32_t handle, uint32_t lengths, uint32_t count) {
+  using namespace maskattn;
+  return guarded("the WebAssembly heap is full", [&] {
+    cache_of(handle).truncate(Span<int32_t>(reinterpret_cast<const int32_t*>(uintptr_t(lengths)), size_t(count)));
+  });
+}
+
+int kv_reset(uint32_t handle) {
+  return guarded("the WebAssembly heap is full", [&] { cache_of(handle).reset(); });
+}
+
+// The address of the cache's lengths (config().batch int32 values), valid until the next call
+// into the cache; 0 for a stale handle. JS copies them out at once.
+uint32_t kv_lengths(uint32_t handle) {
+  const auto it = g_caches.find(handle);
+  return it == g_caches.end() ? 0 : uint32_t(uintptr_t(it->second->lengths().data()));
+}
+
+double kv_byte_length(uint32_t handle) {
+  const auto it = g_caches.find(handle);
+  return it == g_caches.end() ? -1 : double(it->second->byte_length());
 }
 
 std::string last_error_message() { return g_error_message; }
@@ -127,4 +267,12 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("lastErrorArgument", &last_error_argument);
   function("backend", &backend);
   function("callArgsLayout", &call_args_layout);
+  function("kvCreate", &kv_create);
+  function("kvDestroy", &kv_destroy);
+  function("kvAppend", &kv_append);
+  function("kvAttend", &kv_attend);
+  function("kvTruncate", &kv_truncate);
+  function("kvReset", &kv_reset);
+  function("kvLengths", &kv_lengths);
+  function("kvByteLength", &kv_byte_length);
 }

@@ -113,10 +113,90 @@ export declare class Workspace {
   dispose(): void;
 }
 
+/** Storage type of a KV cache: 'float16' halves the memory and the bytes each step reads. */
+export type KVDtype = 'float32' | 'float16';
+
+/** What a cache of a dtype accepts in append(): float16 caches also take raw IEEE halves. */
+export type KVInput<T extends KVDtype = KVDtype> = T extends 'float16' ? Float32Array | Uint16Array : Float32Array;
+
+/** Configuration of `createKVCache` (all sizes are non-negative integers). */
+export interface KVCacheOptions<T extends KVDtype = KVDtype> {
+  /** Sequences (default 1). */
+  batch?: number;
+  /** Key/value heads Hkv (default 1); attend() takes any Hq that is a multiple of it (GQA/MQA). */
+  kvHeads?: number;
+  /** Positions per sequence; with a window, the slots of the ring (capacity >= window). */
+  capacity: number;
+  /** D, the key (and query) head size. */
+  headDim: number;
+  /** Dv, the value head size (default headDim). */
+  valueDim?: number;
+  /** 'float32' (default) or 'float16' (float input rounded to nearest even). */
+  dtype?: T;
+  /**
+   * W > 0: a sliding-window cache, a ring of `capacity` slots holding the newest positions, so
+   * appends never run out of room; attend() sees positions d(i) - W + 1 ..= d(i). 0 (default): none.
+   */
+  window?: number;
+}
+
+export interface KVAppendOptions {
+  /** Per sequence, how many of the T new positions it takes (counts[b] <= T); default all T. */
+  counts?: Int32Array | readonly number[];
+  /** Memory layout of k and v: [B, Hkv, T, D] (default) or [B, T, Hkv, D]. */
+  layout?: Layout;
+}
+
+/**
+ * attention()'s options, but causal by default (`causal: false` turns it off) and without
+ * `keyLengths`: the cache's lengths are the key lengths. Masks broadcast to
+ * [B, Hq, Lq, max(lengths)] and key segment ids are [B * max(lengths)].
+ */
+export interface KVAttendOptions extends Omit<AttentionOptions, 'keyLengths'> {
+  keyLengths?: never;
+}
+
+/**
+ * Keys and values of earlier tokens in wasm memory, for token-by-token generation (see
+ * docs/semantics.md, "KV cache"). The cache owns its memory until `dispose()`; use after dispose()
+ * throws a RangeError (argument 'cache'), and dispose() twice is harmless.
+ */
+export declare class KVCache<T extends KVDtype = KVDtype> {
+  /** The configuration with defaults filled in (valueDim = headDim, window 0 = none). */
+  readonly config: Readonly<{ batch: number; kvHeads: number; capacity: number; headDim: number; valueDim: number; dtype: T; window: number }>;
+  /**
+   * Positions each sequence holds (absolute: with a window, tokens seen). A fresh copy on every
+   * read, owned by the caller; it does not follow later appends.
+   */
+  readonly lengths: Int32Array;
+  /** Bytes of K/V storage: batch x kvHeads x capacity x (headDim + valueDim) x (4 or 2). */
+  readonly byteLength: number;
+  /**
+   * Writes k [B, Hkv, T, D] and v [B, Hkv, T, Dv] at each sequence's current length, in place
+   * (k and v of the same typed-array kind). Past capacity (no window): RangeError naming the
+   * sequence, and nothing is written.
+   */
+  append(k: Tensor<KVInput<T>>, v: Tensor<KVInput<T>>, options?: KVAppendOptions): void;
+  /**
+   * q [B, Hq, Lq, D] holds the newest Lq positions of each sequence (query i of sequence b is at
+   * position lengths[b] - Lq + i); returns attention over the cache's positions (copies).
+   * Weights are [B, Hq, Lq, max(lengths)].
+   */
+  attend(q: Tensor, options?: KVAttendOptions): AttentionResult;
+  /** Shortens sequences (rollback of rejected speculative tokens): each in [0, current length]. */
+  truncate(lengths: Int32Array | readonly number[]): void;
+  /** Empties every sequence. */
+  reset(): void;
+  /** Frees the cache's wasm memory. */
+  dispose(): void;
+}
+
 export declare class MaskAttn {
   readonly backend: Backend;
   attention(q: Tensor, k: Tensor, v: Tensor, options?: AttentionOptions): AttentionResult;
   createWorkspace(shapes: WorkspaceShapes): Workspace;
+  /** A KV cache in wasm memory; `dispose()` it when done. */
+  createKVCache<T extends KVDtype = 'float32'>(config: KVCacheOptions<T>): KVCache<T>;
 }
 
 /** Loads the module once per build; later calls return the same instance. */

@@ -99,14 +99,18 @@ function product(dims) {
 
 const MAX_BYTES = 2 ** 32;  // wasm32 memory
 
-function checkData(t, name, dims, Type) {
-  if (!(t.data instanceof Type))
-    throw new MaskAttnTypeError(`${name}.data`, `must be a ${Type.name}, given ${describe(t.data)}`);
+// A tensor's data, checked against its dims and the accepted typed-array types. `.data` is read
+// once (it may be a getter, as on onnxruntime-web tensors); callers use the returned array.
+function dataOf(t, name, dims, ...Types) {
+  const data = t.data;
+  const Type = Types.find((T) => data instanceof T);
+  if (!Type) throw new MaskAttnTypeError(`${name}.data`, `must be a ${Types.map((T) => T.name).join(' or a ')}, given ${describe(data)}`);
   const n = product(dims);
   if (n * Type.BYTES_PER_ELEMENT >= MAX_BYTES)
     throw new MaskAttnRangeError(name, `shape [${dims}] needs ${n * Type.BYTES_PER_ELEMENT} bytes, more than WebAssembly memory can hold`);
-  if (t.data.length !== n)
-    throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${t.data.length}`);
+  if (data.length !== n)
+    throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${data.length}`);
+  return data;
 }
 
 function check4(dims, name, layout) {
@@ -146,13 +150,14 @@ function toFloat32(x, name, length) {
   return arr;
 }
 
-// A mask's shape, right-aligned to [B, Hq, Lq, Lk] like NumPy broadcasting ([Lq, Lk] -> [1, 1, Lq, Lk]).
-function maskShape(m, name, Type) {
+// A mask's shape, right-aligned to [B, Hq, Lq, Lk] like NumPy broadcasting ([Lq, Lk] -> [1, 1, Lq, Lk]),
+// and its data.
+function maskOf(m, name, Type) {
   if (m === null || typeof m !== 'object') throw new MaskAttnTypeError(name, `must be a tensor { data, shape }, given ${describe(m)}`);
   const dims = shapeOf(m, name);
   if (dims.length < 1 || dims.length > 4) throw new MaskAttnRangeError(`${name}.shape`, `must have 1 to 4 dimensions (broadcast to [B, Hq, Lq, Lk]), given [${dims}]`);
-  checkData(m, name, dims, Type);
-  return [...Array(4 - dims.length).fill(1), ...dims];
+  const data = dataOf(m, name, dims, Type);
+  return { shape: [...Array(4 - dims.length).fill(1), ...dims], data };
 }
 
 const ALIGN = { 'bottom-right': 0, 'top-left': 1 };
@@ -193,26 +198,40 @@ export class MaskAttn {
    */
   attention(q, k, v, options = {}) {
     const plan = this._plan(q, k, v, options);
+    const data = plan.data;
     return this._scoped((alloc) => {
       // Ownership: these buffers belong to this call and are freed when it ends.
       const ptr = {
-        q: alloc(q.data.byteLength), k: alloc(k.data.byteLength), v: alloc(v.data.byteLength),
+        q: alloc(data.q.byteLength), k: alloc(data.k.byteLength), v: alloc(data.v.byteLength),
         out: alloc(plan.outCount * 4),
         weights: plan.returnWeights ? alloc(plan.weightsCount * 4) : 0,
         lse: plan.returnLse ? alloc(plan.lseCount * 4) : 0,
       };
       const stats = this._run(plan, ptr, alloc, (f32) => {
-        f32.set(q.data, ptr.q >>> 2);
-        f32.set(k.data, ptr.k >>> 2);
-        f32.set(v.data, ptr.v >>> 2);
+        f32.set(data.q, ptr.q >>> 2);
+        f32.set(data.k, ptr.k >>> 2);
+        f32.set(data.v, ptr.v >>> 2);
       });
-      const heap = this._m.HEAPF32;
-      const result = { output: { data: heap.slice(ptr.out >>> 2, (ptr.out >>> 2) + plan.outCount), shape: plan.outShape } };
-      if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >>> 2, (ptr.weights >>> 2) + plan.weightsCount), shape: plan.weightsShape };
-      if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >>> 2, (ptr.lse >>> 2) + plan.lseCount), shape: plan.lseShape };
-      if (stats) result.stats = stats;
-      return result;
+      return this._results(plan, ptr, stats);
     });
+  }
+
+  /**
+   * A key/value cache in wasm memory for token-by-token generation: append each step's keys and
+   * values, attend the step's queries to everything held. See KVCache. Call `dispose()` when done.
+   */
+  createKVCache(config) {
+    return new KVCache(this, config);
+  }
+
+  // The call's results, copied out of wasm memory (the caller owns them).
+  _results(plan, ptr, stats) {
+    const heap = this._m.HEAPF32;
+    const result = { output: { data: heap.slice(ptr.out >>> 2, (ptr.out >>> 2) + plan.outCount), shape: plan.outShape } };
+    if (plan.returnWeights) result.weights = { data: heap.slice(ptr.weights >>> 2, (ptr.weights >>> 2) + plan.weightsCount), shape: plan.weightsShape };
+    if (plan.returnLse) result.lse = { data: heap.slice(ptr.lse >>> 2, (ptr.lse >>> 2) + plan.lseCount), shape: plan.lseShape };
+    if (stats) result.stats = stats;
+    return result;
   }
 
   // Runs body(alloc) with an allocator whose blocks belong to this call: all are freed when it
@@ -237,12 +256,13 @@ export class MaskAttn {
   // One kernel call on tensors already placed at `ptr`: allocates the masks' and counters' blocks,
   // then writes (writeInputs(HEAPF32) first, if given: views are taken after every allocation,
   // since memory growth detaches older ones), calls, and returns the tile counters if asked for.
-  _run(plan, ptr, alloc, writeInputs) {
+  // `invoke(args)` is the C++ entry point (attention() by default; a cache's kvAttend).
+  _run(plan, ptr, alloc, writeInputs, invoke) {
     const masks = this._placeMasks(plan, alloc);
     const stats = plan.returnStats ? alloc(24) : 0;
     if (writeInputs) writeInputs(this._m.HEAPF32);
     this._writeMasks(plan, masks);
-    this._call(plan, ptr, masks, stats);
+    this._call(plan, ptr, masks, stats, invoke);
     return plan.returnStats ? readStats(this._m, stats) : undefined;
   }
 
@@ -259,12 +279,15 @@ export class MaskAttn {
   _plan(q, k, v, options) {
     if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object, given ${describe(options)}`);
     const layout = checkLayout(options.layout);
+    const data = {};
     const dims = [[q, 'q'], [k, 'k'], [v, 'v']].map(([t, name]) => {
       const d = check4(shapeOf(t, name), name, layout);
-      checkData(t, name, d, Float32Array);
+      data[name] = dataOf(t, name, d, Float32Array);
       return d;
     });
-    return this._planShapes(dims[0], dims[1], dims[2], options);
+    const plan = this._planShapes(dims[0], dims[1], dims[2], options);
+    plan.data = data;
+    return plan;
   }
 
   // The plan from 4-D shapes (in the options' layout) and options.
@@ -302,10 +325,10 @@ export class MaskAttn {
     plan.align = ALIGN[align];
     plan.keyLengths = toInt32(options.keyLengths, 'keyLengths', B);
     plan.queryLengths = toInt32(options.queryLengths, 'queryLengths', B);
-    if (options.allowed != null) plan.allowedShape = maskShape(options.allowed, 'allowed', Uint8Array);
-    if (options.bias != null) plan.biasShape = maskShape(options.bias, 'bias', Float32Array);
-    plan.allowed = options.allowed?.data ?? null;
-    plan.bias = options.bias?.data ?? null;
+    plan.allowed = null;
+    plan.bias = null;
+    if (options.allowed != null) ({ shape: plan.allowedShape, data: plan.allowed } = maskOf(options.allowed, 'allowed', Uint8Array));
+    if (options.bias != null) ({ shape: plan.biasShape, data: plan.bias } = maskOf(options.bias, 'bias', Float32Array));
     [plan.windowLeft, plan.windowRight] = checkWindow(options.window);
     const prefix = options.prefix ?? 0;
     if (!Number.isInteger(prefix) || prefix < 0) throw new MaskAttnRangeError('prefix', `must be an integer >= 0, given ${describe(prefix)}`);
@@ -351,7 +374,7 @@ export class MaskAttn {
     if (ptr.alibiSlopes) m.HEAPF32.set(plan.alibiSlopes, ptr.alibiSlopes >>> 2);
   }
 
-  _call(plan, ptr, masks, stats) {
+  _call(plan, ptr, masks, stats, invoke = (args) => this._m.attention(args)) {
     const a = plan.allowedShape ?? [1, 1, 1, 1];
     const b = plan.biasShape ?? [1, 1, 1, 1];
     const args = {
@@ -368,23 +391,32 @@ export class MaskAttn {
       windowLeft: plan.windowLeft, windowRight: plan.windowRight, prefix: plan.prefix,
       querySegments: masks.querySegments, keySegments: masks.keySegments, alibiSlopes: masks.alibiSlopes,
       softcap: plan.softcap, fullyMasked: plan.fullyMasked,
-      weights: ptr.weights, lse: ptr.lse, stats,
+      weights: ptr.weights, weightsSize: ptr.weights ? plan.weightsCount : 0,
+      lse: ptr.lse, lseSize: ptr.lse ? plan.lseCount : 0, stats,
     };
+    this._invoke(args, invoke);
+  }
+
+  // Fills the argument block (fields not named are 0) and calls invoke(address of the block).
+  _invoke(args, invoke) {
     const block = new Float64Array(this._m.HEAPF64.buffer, this._args, this._argsBytes / 8);
     block.fill(0);
     for (const name in args) {
       const value = args[name];
       block[this._fields[name]] = typeof value === 'boolean' ? Number(value) : value;
     }
-    const status = this._m.attention(this._args);
-    if (status !== 0) {
-      const cppArgument = this._m.lastErrorArgument();
-      const argument = jsName(cppArgument);
-      const full = this._m.lastErrorMessage();
-      const message = full.startsWith(`${cppArgument}: `) ? full.slice(cppArgument.length + 2) : full;
-      if (status === 2) throw new MaskAttnTypeError(argument, message);
-      throw new MaskAttnRangeError(argument, message);
-    }
+    this._check(invoke(this._args));
+  }
+
+  // Turns a C++ status code (0 = ok) into the error the library reported.
+  _check(status) {
+    if (status === 0) return;
+    const cppArgument = this._m.lastErrorArgument();
+    const argument = jsName(cppArgument);
+    const full = this._m.lastErrorMessage();
+    const message = full.startsWith(`${cppArgument}: `) ? full.slice(cppArgument.length + 2) : full;
+    if (status === 2) throw new MaskAttnTypeError(argument, message);
+    throw new MaskAttnRangeError(argument, message);
   }
 }
 
@@ -413,6 +445,7 @@ const JS_NAMES = {
   key_lengths: 'keyLengths', query_lengths: 'queryLengths', query_segments: 'segments.query',
   key_segments: 'segments.key', alibi_slopes: 'alibiSlopes', fully_masked: 'fullyMasked',
   out: 'output', weights: 'returnWeights',
+  kv_heads: 'kvHeads', head_dim: 'headDim', value_dim: 'valueDim',
 };
 function jsName(arg) {
   const m = /^([a-z_]+)(.*)$/.exec(arg);
@@ -487,6 +520,203 @@ export class Workspace {
     if (!this._ptr) return;
     for (const p of Object.values(this._ptr)) if (p) this._m._free(p);
     this._ptr = null;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ KVCache
+
+const DTYPES = { float32: 0, float16: 1 };
+const CONFIG_FIELDS = ['batch', 'kvHeads', 'capacity', 'headDim', 'valueDim', 'dtype', 'window'];
+const APPEND_OPTIONS = new Set(['counts', 'layout']);
+// Calls needing at most this many bytes of inputs and outputs reuse the cache's own scratch block
+// (decode steps: no malloc per token); larger ones (a prompt's append, a long prefill) take a block
+// for the call only, so one big call does not pin its memory for the cache's life.
+const SCRATCH_KEEP = 1 << 20;
+
+const align16 = (bytes) => Math.ceil(bytes / 16) * 16;
+
+/**
+ * Keys and values of earlier tokens, held in wasm memory, for token-by-token generation.
+ * Create with `ma.createKVCache(config)`; `dispose()` frees it (twice is harmless; any other use
+ * after dispose() throws). Semantics: docs/semantics.md ("KV cache").
+ *
+ *   const cache = ma.createKVCache({ batch: 1, kvHeads: 8, capacity: 4096, headDim: 128 });
+ *   cache.append(k, v);                       // k [B, Hkv, T, D], v [B, Hkv, T, Dv]
+ *   const { output } = cache.attend(q);      // q [B, Hq, Lq, D]: the newest Lq positions; causal
+ */
+export class KVCache {
+  constructor(ma, config) {
+    if (config === null || typeof config !== 'object')
+      throw new MaskAttnTypeError('config', `must be { batch, kvHeads, capacity, headDim, valueDim?, dtype?, window? }, given ${describe(config)}`);
+    for (const key of Object.keys(config))
+      if (!CONFIG_FIELDS.includes(key)) throw new MaskAttnTypeError('config', `unknown field '${key}' (known: ${CONFIG_FIELDS.join(', ')})`);
+    const field = (name, fallback) => {
+      const x = config[name] ?? fallback;
+      if (typeof x !== 'number') throw new MaskAttnTypeError(name, `must be a non-negative integer, given ${describe(x)}`);
+      if (!Number.isSafeInteger(x) || x < 0) throw new MaskAttnRangeError(name, `must be a non-negative integer, given ${x}`);
+      return x;
+    };
+    const batch = field('batch', 1);
+    const kvHeads = field('kvHeads', 1);
+    const capacity = field('capacity');
+    const headDim = field('headDim');
+    const valueDim = field('valueDim', headDim);
+    const window = field('window', 0);
+    const dtype = config.dtype ?? 'float32';
+    if (!(dtype in DTYPES)) throw new MaskAttnTypeError('dtype', `must be 'float32' or 'float16', given ${describe(dtype)}`);
+    const bytes = batch * kvHeads * capacity * (headDim + valueDim) * (dtype === 'float16' ? 2 : 4);
+    if (bytes >= MAX_BYTES)
+      throw new MaskAttnRangeError('capacity', `batch ${batch} x kvHeads ${kvHeads} x capacity ${capacity} x (headDim ${headDim} + valueDim ${valueDim}) ${dtype} values need ${bytes} bytes, more than WebAssembly memory can hold`);
+    this._ma = ma;
+    this._m = ma._m;
+    // Ownership: the C++ KVCache (and its K/V storage) belongs to the module's handle table until
+    // dispose(); this object holds its handle. The scratch block is this object's (see _block).
+    const handle = this._m.kvCreate(batch, kvHeads, capacity, headDim, valueDim, DTYPES[dtype], window);
+    if (handle < 0) ma._check(-handle);
+    this._handle = handle;
+    this._scratch = 0;
+    this._scratchBytes = 0;
+    /** The configuration, with defaults filled in (valueDim = headDim, window 0 = none). */
+    this.config = Object.freeze({ batch, kvHeads, capacity, headDim, valueDim, dtype, window });
+  }
+
+  _live() {
+    if (!this._handle) throw new MaskAttnRangeError('cache', 'used after dispose()');
+  }
+
+  // A block of `bytes` for one call's inputs and outputs: the cache's scratch when the call is
+  // small (grown as needed, kept until dispose()), else a block belonging to the call (alloc).
+  // Memory may grow here: take heap views afterwards.
+  _block(bytes, alloc) {
+    if (bytes <= this._scratchBytes) return this._scratch;
+    if (bytes > SCRATCH_KEEP) return alloc(bytes);
+    const size = Math.min(Math.max(bytes, 2 * this._scratchBytes, 4096), SCRATCH_KEEP);
+    const p = this._m._malloc(size) >>> 0;
+    if (p === 0) throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${size} bytes in WebAssembly memory`);
+    if (this._scratch) this._m._free(this._scratch);
+    this._scratch = p;
+    this._scratchBytes = size;
+    return p;
+  }
+
+  /**
+   * What each sequence holds (absolute positions: with a window, tokens seen): a fresh Int32Array
+   * [batch] on every read, a copy the caller owns (not a view of wasm memory).
+   */
+  get lengths() {
+    this._live();
+    const B = this.config.batch;
+    const p = this._m.kvLengths(this._handle) >>> 0;
+    return B === 0 ? new Int32Array(0) : this._m.HEAP32.slice(p >>> 2, (p >>> 2) + B);
+  }
+
+  /** Bytes of K/V storage in wasm memory (constant for the cache's life). */
+  get byteLength() {
+    this._live();
+    return this._m.kvByteLength(this._handle);
+  }
+
+  /**
+   * Writes new positions at each sequence's current length, in place. k [B, Hkv, T, D] and
+   * v [B, Hkv, T, Dv] ([B, T, Hkv, D] with layout 'blhd'): Float32Array, or for float16 caches also
+   * Uint16Array (raw IEEE halves, stored as given; float input is rounded to nearest even); k and
+   * v of the same kind. options.counts[b] <= T: sequence b takes its first counts[b] positions.
+   * Appending past capacity (no window) is a RangeError naming the sequence; nothing is written.
+   */
+  append(k, v, options = {}) {
+    this._live();
+    if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object, given ${describe(options)}`);
+    for (const key of Object.keys(options))
+      if (!APPEND_OPTIONS.has(key)) throw new MaskAttnTypeError('options', `unknown option '${key}' (known: ${[...APPEND_OPTIONS].join(', ')})`);
+    const layout = checkLayout(options.layout);
+    const kDims = check4(shapeOf(k, 'k'), 'k', layout);
+    const vDims = check4(shapeOf(v, 'v'), 'v', layout);
+    const kData = this.config.dtype === 'float16'
+      ? dataOf(k, 'k', kDims, Float32Array, Uint16Array)
+      : dataOf(k, 'k', kDims, Float32Array);
+    const half = kData instanceof Uint16Array;
+    const vData = dataOf(v, 'v', vDims, half ? Uint16Array : Float32Array);
+    const counts = toInt32(options.counts, 'counts', this.config.batch);
+    const kBytes = align16(kData.byteLength);
+    const vBytes = align16(vData.byteLength);
+    const m = this._m;
+    this._ma._scoped((alloc) => {
+      const base = this._block(kBytes + vBytes + (counts ? counts.byteLength : 0), alloc);
+      const ptr = { k: base, v: base + kBytes, counts: counts ? base + kBytes + vBytes : 0 };
+      const Heap = half ? Uint16Array : Float32Array;
+      new Heap(m.HEAPU8.buffer, ptr.k, kData.length).set(kData);
+      new Heap(m.HEAPU8.buffer, ptr.v, vData.length).set(vData);
+      if (counts) m.HEAP32.set(counts, ptr.counts >>> 2);
+      const [kl, vl] = [logical(kDims, layout), logical(vDims, layout)];
+      this._ma._invoke({
+        k: ptr.k, v: ptr.v, kB: kl[0], kH: kl[1], kL: kl[2], kD: kl[3], vB: vl[0], vH: vl[1], vL: vl[2], vD: vl[3],
+        layout: layout === 'blhd' ? 1 : 0, kSize: kData.length, vSize: vData.length, half, counts: ptr.counts,
+      }, (args) => m.kvAppend(this._handle, args));
+    });
+  }
+
+  /**
+   * Attention of q [B, Hq, Lq, D] (the newest Lq positions of each sequence: query i of sequence b
+   * is at position lengths[b] - Lq + i) over the positions the cache holds. Causal by default
+   * (`causal: false` turns it off); every other option of attention() works the same, except
+   * `keyLengths` (the cache's lengths). Weights are [B, Hq, Lq, max(lengths)]. Results are copies.
+   */
+  attend(q, options = {}) {
+    this._live();
+    if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object, given ${describe(options)}`);
+    if (options.keyLengths !== undefined)
+      throw new MaskAttnTypeError('keyLengths', 'is implied by the cache (each sequence\'s lengths): attend() does not take it');
+    const layout = checkLayout(options.layout);
+    const qDims = check4(shapeOf(q, 'q'), 'q', layout);
+    const qData = dataOf(q, 'q', qDims, Float32Array);
+    const { batch: B, kvHeads: Hkv, headDim: D, valueDim: Dv } = this.config;
+    // q against the cache, named here as q (the library would name its own view of the keys).
+    const [qB, Hq, , qD] = logical(qDims, layout);
+    if (qB !== B) throw new MaskAttnRangeError('q', `batch size must be the cache's batch ${B}, given ${qB} (shape [${qDims}])`);
+    if (qD !== D) throw new MaskAttnRangeError('q', `head dim must be the cache's headDim ${D}, given ${qD} (shape [${qDims}])`);
+    if (Hq % Hkv !== 0) throw new MaskAttnRangeError('q', `head count must be a multiple of the cache's kvHeads ${Hkv} (GQA), given ${Hq} (shape [${qDims}])`);
+    const Lk = this.lengths.reduce((a, b) => Math.max(a, b), 0);  // the key axis of masks and weights
+    const kDims = layout === 'blhd' ? [B, Lk, Hkv, D] : [B, Hkv, Lk, D];
+    const vDims = layout === 'blhd' ? [B, Lk, Hkv, Dv] : [B, Hkv, Lk, Dv];
+    const plan = this._ma._planShapes(qDims, kDims, vDims, { ...options, causal: options.causal === undefined ? true : options.causal });
+    const m = this._m;
+    return this._ma._scoped((alloc) => {
+      const bytes = [qData.byteLength, plan.outCount * 4, plan.returnWeights ? plan.weightsCount * 4 : 0, plan.returnLse ? plan.lseCount * 4 : 0].map(align16);
+      const base = this._block(bytes.reduce((a, b) => a + b), alloc);
+      const ptr = { q: base, k: 0, v: 0, out: base + bytes[0] };
+      ptr.weights = plan.returnWeights ? ptr.out + bytes[1] : 0;
+      ptr.lse = plan.returnLse ? ptr.out + bytes[1] + bytes[2] : 0;
+      const stats = this._ma._run(plan, ptr, alloc, (f32) => f32.set(qData, ptr.q >>> 2), (args) => m.kvAttend(this._handle, args));
+      return this._ma._results(plan, ptr, stats);
+    });
+  }
+
+  /** Shortens sequences (rollback): lengths [batch], each in [0, current length]. */
+  truncate(lengths) {
+    this._live();
+    const next = toInt32(lengths, 'lengths', this.config.batch);
+    if (next === null) throw new MaskAttnTypeError('lengths', `must be an Int32Array or an array of integers, given ${describe(lengths)}`);
+    this._ma._scoped((alloc) => {
+      const p = this._block(next.byteLength, alloc);
+      this._m.HEAP32.set(next, p >>> 2);
+      this._ma._check(this._m.kvTruncate(this._handle, p, next.length));
+    });
+  }
+
+  /** Empties every sequence (the memory stays the cache's). */
+  reset() {
+    this._live();
+    this._ma._check(this._m.kvReset(this._handle));
+  }
+
+  /** Frees the cache's wasm memory. Twice is harmless; any other use afterwards throws. */
+  dispose() {
+    if (!this._handle) return;
+    this._m.kvDestroy(this._handle);
+    if (this._scratch) this._m._free(this._scratch);
+    this._handle = 0;
+    this._scratch = 0;
+    this._scratchBytes = 0;
   }
 }
 

@@ -150,8 +150,7 @@ function expected(ma, model, q, options) {
   if (options.fullyMasked === 'uniform') {
     const [B, Hq, Lq, Lk] = ref.weights.shape;
     const group = Hq / model.Hkv;
-    for (const [what, out, w] of [['plain', plain.output.data, plain.weights.data], ['ref', ref.output.data, ref.weights.data]]) {
-      void what;
+    for (const [out, w] of [[plain.output.data, plain.weights.data], [ref.output.data, ref.weights.data]]) {
       for (let b = 0; b < B; ++b) {
         for (let h = 0; h < Hq; ++h) {
           for (let i = 0; i < Lq; ++i) {
@@ -256,9 +255,14 @@ for (const simd of BUILDS) {
               agree(ma, `${label}, Lq ${Lq}, ${name}`, p.cache, p.model, q, make(s, random));
             }
           };
+          let steps = 0;
           const step = (T, counts) => {
-            const k = randomTensor(random, 3, 2, T, 16);
-            const v = randomTensor(random, 3, 2, T, 12);
+            let k = randomTensor(random, 3, 2, T, 16);
+            let v = randomTensor(random, 3, 2, T, 12);
+            if (dtype === 'float16' && ++steps % 2 === 0) {  // every other step as raw halves
+              k = tensor(Uint16Array.from(k.data, halfBits), k.shape);
+              v = tensor(Uint16Array.from(v.data, halfBits), v.shape);
+            }
             p.append(k, v, counts ? { counts } : undefined);
           };
           step(7, [7, 3, 4]);               // a ragged prompt
@@ -371,13 +375,58 @@ for (const simd of BUILDS) {
       });
     }
 
+    test('window ring: queries reaching overwritten positions are an error; uniform averages what it holds; truncate', () => {
+      const random = rng(555);
+      const W = 4;
+      const capacity = 6;
+      const p = pair(ma, { batch: 2, kvHeads: 1, capacity, headDim: 4, window: W });
+      try {
+        p.append(randomTensor(random, 2, 1, 10, 4), randomTensor(random, 2, 1, 10, 4), { counts: [10, 5] });
+        // Sequence 0 holds positions 4..9; Lq = 3 reaches back to 7 - 3 = 4: fine. Lq = 4: position 3.
+        const q = (Lq) => randomTensor(random, 2, 2, Lq, 4);
+        const ok = p.cache.attend(q(3), { returnWeights: true });
+        assert.deepEqual(ok.weights.shape, [2, 2, 3, 10], 'weights over absolute positions: [B, Hq, Lq, max(lengths)]');
+        const lengthsBefore = Array.from(p.cache.lengths);
+        throwsArg(() => p.cache.attend(q(4)), RangeError, 'q', 'overwritten', 'sequence 0', 'position 3');
+        assert.deepEqual(Array.from(p.cache.lengths), lengthsBefore);
+        // Rows with nothing to attend under 'uniform': the mean of V over the positions the ring
+        // holds (4..9 for sequence 0, all 5 of sequence 1), weights 1/count on exactly those.
+        const r = p.cache.attend(q(1), { queryLengths: [0, 0], fullyMasked: 'uniform', returnWeights: true });
+        for (const [b, first, end] of [[0, 4, 10], [1, 0, 5]]) {
+          const held = p.model.rows[b][0].v.slice(first, end);
+          for (let h = 0; h < 2; ++h) {
+            const row = b * 2 + h;
+            for (let e = 0; e < 4; ++e) {
+              const mean = held.reduce((a, x) => a + x[e], 0) / held.length;
+              assert.ok(Math.abs(r.output.data[row * 4 + e] - mean) < ATOL, `sequence ${b}: mean over positions ${first}..${end - 1}`);
+            }
+            const w = r.weights.data.subarray(row * 10, row * 10 + 10);
+            w.forEach((x, j) => assert.ok(Math.abs(x - (j >= first && j < end ? 1 / held.length : 0)) < 1e-7, `sequence ${b} weight ${j}: ${x}`));
+          }
+        }
+        // Truncate keeps what is left of the ring; attention still equals the full problem.
+        p.truncate([8, 5]);
+        agree(ma, 'ring after truncate', p.cache, p.model, q(1), { window: [W - 1, 0] });
+        p.append(randomTensor(random, 2, 1, 3, 4), randomTensor(random, 2, 1, 3, 4));
+        agree(ma, 'ring after truncate and append', p.cache, p.model, q(2), { window: [W - 1, 0] });
+        // Truncating below what the ring holds: the older positions are gone for good.
+        p.truncate([2, 8]);
+        throwsArg(() => p.cache.attend(q(1)), RangeError, 'q', 'overwritten');
+        p.reset();
+        p.append(randomTensor(random, 2, 1, 2, 4), randomTensor(random, 2, 1, 2, 4));
+        agree(ma, 'ring after reset', p.cache, p.model, q(2), { window: [W - 1, 0] });
+      } finally {
+        p.cache.dispose();
+      }
+    });
+
     // ---------------------------------------------------------------------------- policies, outputs
 
     test('every fullyMasked policy: padding rows, -inf rows, an empty sequence', () => {
       const random = rng(707);
       const p = pair(ma, { batch: 3, kvHeads: 1, capacity: 12, headDim: 4, valueDim: 5 });
       try {
-        p.append(randomTensor(random, 3, 1, 6, 4), randomTensor(random, 3, 1, 6, 5), { counts: [6, 2, 4] });
+        p.append(randomTensor(random, 3, 1, 6, 4), randomTensor(random, 3, 1, 6, 5), { counts: [6, 0, 4] });
         const Lq = 2;
         const Lk = 6;
         const bias = new Float32Array(3 * 2 * Lq * Lk);
@@ -386,7 +435,9 @@ for (const simd of BUILDS) {
           const q = randomTensor(random, 3, 2, Lq, 4);
           const options = { queryLengths: [2, 2, 1], bias: tensor(bias, [3, 2, Lq, Lk]), ...(fullyMasked ? { fullyMasked } : {}) };
           const r = agree(ma, `policy ${fullyMasked ?? 'default'}`, p.cache, p.model, q, options);
-          const rows = [[0, 1, 1], [2, 0, 1], [2, 1, 1]];  // (sequence, head, row) with nothing to attend
+          // (sequence, head, row) with nothing to attend: a -inf bias row, the empty sequence (its
+          // queries sit before position 0), query padding.
+          const rows = [[0, 1, 1], [1, 0, 0], [1, 0, 1], [1, 1, 0], [1, 1, 1], [2, 0, 1], [2, 1, 1]];
           for (const [b, h, i] of rows) {
             const row = (b * 2 + h) * Lq + i;
             assert.equal(r.lse.data[row], -Infinity, `lse of fully masked row ${row}`);
@@ -528,9 +579,8 @@ for (const simd of BUILDS) {
           const q = randomTensor(random, 2, 2, 1, 4);
           const before = p.cache.attend(q, { returnWeights: true, returnLse: true });
           const tryAppend = (T, counts) => p.cache.append(randomTensor(random, 2, 1, T, 4), randomTensor(random, 2, 1, T, 4), counts ? { counts } : undefined);
-          const e1 = throwsArg(() => tryAppend(2), RangeError, SEQUENCE(0), '6');
-          const e2 = throwsArg(() => tryAppend(5, [1, 5]), RangeError, SEQUENCE(1), '6');
-          void e1; void e2;
+          throwsArg(() => tryAppend(2), RangeError, 'sequence[0]', 'capacity is 6', 'nothing was written');
+          throwsArg(() => tryAppend(5, [1, 5]), RangeError, 'sequence[1]', 'capacity is 6');
           assert.deepEqual(Array.from(p.cache.lengths), [5, 2], 'lengths unchanged');
           const after = p.cache.attend(q, { returnWeights: true, returnLse: true });
           for (const part of ['output', 'weights', 'lse']) assert.deepEqual(after[part].data, before[part].data, `${part}: contents unchanged`);
@@ -680,8 +730,6 @@ for (const simd of BUILDS) {
         p.append(randomTensor(random, 2, 4, 600, 64), randomTensor(random, 2, 4, 600, 64), { counts: [600, 350] });
         agree(ma, 'after a big append', p.cache, p.model, randomTensor(random, 2, 8, 1, 64));
         p.append(randomTensor(random, 2, 4, 1, 64), randomTensor(random, 2, 4, 1, 64));
-        const memoryBefore = new Float32Array(0).buffer;
-        void memoryBefore;
         // Force wasm memory to grow (address space only: nothing is written to the workspace).
         const n = 1 << 26;
         big = ma.createWorkspace({ q: [1, 1, 1, 1], k: [1, 1, n, 1], v: [1, 1, n, 1] });
@@ -713,9 +761,4 @@ for (const simd of BUILDS) {
       }
     });
   });
-}
-
-// How the library names a sequence in an append-past-capacity error (its ArgumentError's argument).
-function SEQUENCE(b) {
-  return `sequence[${b}]`;
 }
