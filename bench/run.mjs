@@ -47,7 +47,7 @@ if (!existsSync(join(buildDir, 'build.ninja')) && !existsSync(join(buildDir, 'Ma
   run('cmake', ['-S', '.', '-B', 'build/bench', '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DMASKATTN_BUILD_BENCH=ON', '-DMASKATTN_BUILD_TESTS=OFF'], { build: true });
 const benchExe = join(buildDir, 'bench/maskattn_bench');
 const notes = [];
-if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench'], { build: true, allowFail: true })) {
+if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench', 'maskattn_cache_bench'], { build: true, allowFail: true })) {
   if (!existsSync(benchExe)) process.exit(1);
   notes.push('the native build failed: the native benchmark ran the existing, older maskattn_bench');
   console.error(`warning: ${notes.at(-1)}`);
@@ -82,6 +82,9 @@ const q = quick ? ['--quick'] : [];
 step('native: maskattn vs OpenBLAS, Eigen, oneDNN');
 const nativeOk = run(benchExe, [...q, '--json', files.native], { allowFail: true });
 
+step('native KV cache: float16 vs float32 decode steps, 1 x 32/8 x 1 x 4096 x 128');
+const cacheOk = run(join(buildDir, 'bench/maskattn_cache_bench'), q, { allowFail: true });
+
 let ortNodeOk = false;
 step('native peer in Node: onnxruntime-node');
 if (!haveWasm) console.log('skipped: no dist/ (maskattn\'s WebAssembly build checks its output)');
@@ -93,6 +96,13 @@ step('WebAssembly in Node: maskattn vs onnxruntime-web');
 if (!haveWasm) console.log('skipped: no dist/');
 else if (hasPackage('onnxruntime-web')) wasmOk = run('node', ['bench/js/node-bench.mjs', ...q, '--json', files.wasm], { allowFail: true });
 else console.log('onnxruntime-web is not installed: skipped (npm ci)');
+
+let generationOk = true;
+if (existsSync(join(root, 'bench/js/generation-bench.mjs'))) {
+  step('WebAssembly in Node: a generation loop, maskattn KV cache vs onnxruntime-web GroupQueryAttention');
+  if (!haveWasm) console.log('skipped: no dist/');
+  else if (hasPackage('onnxruntime-web')) generationOk = run('node', ['bench/js/generation-bench.mjs', ...q], { allowFail: true });
+}
 
 const results = { native: readJson(files.native), ortNode: readJson(files.ortNode), wasm: readJson(files.wasm) };
 writeFileSync(join(resultsDir, 'all.json'), `${JSON.stringify(results, null, 1)}\n`);
@@ -144,4 +154,4 @@ if (!argv.includes('--no-chart') && (results.native || results.wasm)) {
 for (const note of notes) console.log(`\nnote: ${note}`);
 process.stderr.write(`\ndone in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
 const nodeOk = !haveWasm || ((ortNodeOk || !hasPackage('onnxruntime-node')) && (wasmOk || !hasPackage('onnxruntime-web')));
-process.exit(nativeOk && nodeOk && !notes.length ? 0 : 1);
+process.exit(nativeOk && cacheOk && generationOk && nodeOk && !notes.length ? 0 : 1);

@@ -92,8 +92,11 @@ class Logits {
     if (p_.allowed) {
       const uint8_t* a = mask_row(p_.allowed, b, h, i);
       if (p_.allowed.strides[3] == 1) {  // the common layout, as a loop the compiler vectorises
-        a += j0;
-        for (int64_t j = 0; j < n; ++j) valid[j] *= float(a[j] != 0);
+        // __restrict: uint8_t may alias anything, and without it every store to `valid` could
+        // change a later byte of the mask, which keeps the loop scalar (measured: 3x slower #6).
+        const uint8_t* __restrict bytes = a + j0;
+        float* __restrict out = valid;
+        for (int64_t j = 0; j < n; ++j) out[j] = bytes[j] != 0 ? out[j] : 0.0f;
       } else if (!a[0]) {  // broadcast over keys
         std::fill(valid, valid + n, 0.0f);
       }

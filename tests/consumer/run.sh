@@ -6,11 +6,15 @@ build_dir="$1" source_dir="$2"
 work="$build_dir/consumer-test"
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
-# The README's C++ example: the ```cpp block after the "example: cpp" marker.
-awk '/<!-- example: cpp -->/{f=1; next} f && /^```cpp/{g=1; next} g && /^```/{exit} g' \
-  "$source_dir/README.md" > "$work/main.cpp"
-[ -s "$work/main.cpp" ] || { echo "no C++ example found in README.md"; exit 1; }
-cmake -S "$source_dir/tests/consumer" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_SOURCE="$work/main.cpp" >/dev/null
-cmake --build "$work/build" >/dev/null
-"$work/build/consumer"
+# The README's C++ examples: each ```cpp block after an "example: cpp..." marker, built as its own
+# program against the installed package and run.
+for name in cpp cpp-cache; do
+  awk -v m="<!-- example: $name -->" '$0 == m {f=1; next} f && /^```cpp/{g=1; next} g && /^```/{exit} g' \
+    "$source_dir/README.md" > "$work/$name.cpp"
+  [ -s "$work/$name.cpp" ] || { echo "no '$name' example found in README.md"; exit 1; }
+  cmake -S "$source_dir/tests/consumer" -B "$work/build-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_SOURCE="$work/$name.cpp" >/dev/null
+  cmake --build "$work/build-$name" >/dev/null
+  echo "== README example '$name'"
+  "$work/build-$name/consumer"
+done

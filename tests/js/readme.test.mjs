@@ -9,16 +9,28 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-test('README JavaScript example runs and prints the documented results', () => {
+// Runs the ```js block after `<!-- example: NAME -->` and returns what it printed.
+function runExample(name) {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const match = /<!-- example: js -->\s*```js\n([\s\S]*?)```/.exec(readme);
-  assert.ok(match, 'README has a js example after <!-- example: js -->');
+  const match = new RegExp(`<!-- example: ${name} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readme);
+  assert.ok(match, `README has a js example after <!-- example: ${name} -->`);
   const entry = pathToFileURL(join(root, 'js/index.js')).href;
   const code = match[1].replaceAll("from 'maskattn'", `from '${entry}'`);
   const dir = mkdtempSync(join(tmpdir(), 'maskattn-readme-'));
   writeFileSync(join(dir, 'example.mjs'), code);
-  const out = execFileSync(process.execPath, [join(dir, 'example.mjs')], { encoding: 'utf8' });
+  return execFileSync(process.execPath, [join(dir, 'example.mjs')], { encoding: 'utf8' });
+}
+
+test('README JavaScript example runs and prints the documented results', () => {
+  const out = runExample('js');
   assert.match(out, /arch: 'simd128'/);
   assert.match(out, /\[ 2, 4, 6, 8 \]/);
   assert.match(out, /RangeError keyLengths\[0\] .*9/);
+});
+
+test('README KV cache example runs and prints the documented results', () => {
+  const out = runExample('js-cache');
+  assert.match(out, /step 0: holds 7 positions, output 1,8,1,16/);
+  assert.match(out, /step 2: holds 9 positions/);
+  assert.match(out, /bytes 8192/);
 });

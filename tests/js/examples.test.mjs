@@ -1,0 +1,97 @@
+// The JavaScript example examples/generate.mjs (a small decoder generating through maskattn's KV
+// cache): run as users run it, with each cache dtype and with a sliding window, and checked against
+// the same generation with plain ma.attention over the full K/V (identical greedy tokens).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+import { init } from 'maskattn';
+import { buildWeights, generate, MODEL, roundToHalf } from '../../examples/generate.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const EXAMPLE = path.join(ROOT, 'examples', 'generate.mjs');
+const PROMPT_BYTES = 'The quick brown fox'.length;  // the example's default prompt
+const run = promisify(execFile);
+
+async function example(...args) {
+  const { stdout, stderr } = await run(process.execPath, [EXAMPLE, ...args], { cwd: ROOT, timeout: 60000 });
+  return { stdout, stderr };
+}
+
+/** The step lines of the example's output: { step, token, totalMs, attentionMs, lengths }. */
+function steps(stdout) {
+  return [...stdout.matchAll(/^\s+(\d+)\s+(\d+)\s+\S+\s+([\d.]+)\s+([\d.]+)\s+([\d, ]+)$/gm)].map((m) => ({
+    step: Number(m[1]), token: Number(m[2]), totalMs: Number(m[3]), attentionMs: Number(m[4]), lengths: m[5].split(',').map(Number),
+  }));
+}
+
+/** Bytes of the example's caches: layers x capacity x kvHeads x (D + Dv) x bytes per value. */
+const cacheBytes = (capacity, bytes) => MODEL.layers * capacity * MODEL.kvHeads * 2 * MODEL.headDim * bytes;
+
+for (const dtype of ['float32', 'float16']) {
+  test(`generate.mjs --tokens 5 --dtype ${dtype}: per-token times, lengths and the cache's bytes`, async () => {
+    const { stdout } = await example('--tokens', '5', '--dtype', dtype);
+    assert.match(stdout, new RegExp(`KV cache: ${dtype}, no window`));
+    const s = steps(stdout);
+    assert.deepEqual(s.map((x) => x.step), [1, 2, 3, 4, 5]);
+    s.forEach((x, n) => {
+      assert.ok(x.token >= 0 && x.token < 256);
+      assert.ok(x.totalMs > 0 && x.attentionMs > 0 && x.attentionMs <= x.totalMs, JSON.stringify(x));
+      assert.deepEqual(x.lengths, Array(MODEL.layers).fill(PROMPT_BYTES + n + 1), 'every layer holds prompt + tokens so far');
+    });
+    assert.match(stdout, /per token \(median of 5\): total [\d.]+ ms, attention [\d.]+ ms/);
+    const bytes = Number(/KV cache byteLength: (\d+) bytes/.exec(stdout)?.[1]);
+    assert.equal(bytes, cacheBytes(PROMPT_BYTES + 5, dtype === 'float16' ? 2 : 4));
+  });
+}
+
+test('generate.mjs --window 8: a ring of W + prompt - 1 slots, lengths keep counting past it', async () => {
+  const { stdout } = await example('--tokens', '12', '--window', '8', '--dtype', 'float16');
+  assert.match(stdout, /sliding window 8 \(ring\)/);
+  const s = steps(stdout);
+  assert.equal(s.length, 12);
+  assert.deepEqual(s.at(-1).lengths, Array(MODEL.layers).fill(PROMPT_BYTES + 12));
+  const capacity = 8 + PROMPT_BYTES - 1;
+  assert.ok(PROMPT_BYTES + 12 > capacity, 'the ring wraps in this test');
+  assert.equal(Number(/KV cache byteLength: (\d+) bytes/.exec(stdout)?.[1]), cacheBytes(capacity, 2));
+});
+
+for (const window of [0, 8]) {
+  test(`generate.mjs --check${window ? ` --window ${window}` : ''} (float32): the cache gives the tokens of plain attention`, async () => {
+    const args = ['--tokens', '6', '--check'];
+    if (window) args.push('--window', String(window));
+    const { stdout } = await example(...args);
+    assert.match(stdout, /check: identical tokens with plain ma\.attention over the full K\/V \(6 of 6\)/);
+  });
+}
+
+test('generate(): cache and full attention agree token for token, on both builds', async () => {
+  const weights = buildWeights(7);
+  for (const simd of [true, false]) {
+    const ma = await init({ simd });
+    for (const window of [0, 5]) {
+      const options = { ma, weights, prompt: 'Attention!', tokens: 10, dtype: 'float32', window };
+      const cached = await generate(options);
+      const full = await generate({ ...options, attention: 'full' });
+      assert.deepEqual(cached.tokens, full.tokens, `${ma.backend.arch}, window ${window}`);
+      assert.deepEqual(cached.lengths, Array(MODEL.layers).fill(10 + 10));
+      for (const [s, logits] of cached.logits.entries())
+        for (let n = 0; n < logits.length; n++) assert.ok(Math.abs(logits[n] - full.logits[s][n]) < 1e-3, `step ${s} logit ${n}`);
+    }
+  }
+});
+
+test('roundToHalf (the example\'s float16 rounding for the full-attention check) rounds to nearest even', () => {
+  assert.equal(roundToHalf(1), 1);
+  assert.equal(roundToHalf(1 + 2 ** -11), 1);                 // a tie: to even
+  assert.equal(roundToHalf(1 + 3 * 2 ** -11), 1 + 2 ** -9);    // a tie: to even (up)
+  assert.equal(roundToHalf(1 + 2 ** -11 + 2 ** -20), 1 + 2 ** -10);
+  assert.equal(roundToHalf(-65504), -65504);
+  assert.equal(roundToHalf(65520), Infinity);
+  assert.equal(roundToHalf(2 ** -24), 2 ** -24);               // smallest subnormal
+  assert.equal(roundToHalf(2 ** -26), 0);
+  assert.equal(roundToHalf(3 * 2 ** -25), 2 ** -23);           // a subnormal tie: to even (up)
+});
