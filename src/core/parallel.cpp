@@ -56,8 +56,13 @@ class Pool {
     for (auto& t : workers_) t.join();
   }
 
-  // Runs f(worker, unit) over all units on `threads` threads (this one included). Returns false
-  // without running anything if another job holds the pool.
+  // Runs f(worker, unit) over all units on up to `threads` threads (this one included). Returns
+  // false without running anything if another job holds the pool.
+  //
+  // The caller never waits for a worker that has not joined: when it runs out of units it closes
+  // the job and waits only for the workers inside it. A worker that wakes late (a sleeping vCPU
+  // can take 100 us and more to wake) finds the job closed and goes back to waiting, so a call
+  // with more threads is never slower than the caller alone by more than a wake-up notice.
   bool run(int threads, int64_t units, const std::function<void(int, int64_t)>& f) {
     std::unique_lock<std::mutex> job_lock(job_mutex_, std::try_to_lock);
     if (!job_lock.owns_lock()) return false;
@@ -71,16 +76,19 @@ class Pool {
     next_.store(0);
     error_ = nullptr;
     job_threads_ = threads;
-    pending_.store(threads - 1);
+    closed_.store(false);  // after the fields above: a worker that sees it open sees them
     {
       std::lock_guard<std::mutex> lock(mutex_);
       generation_.fetch_add(1);
     }
     wake_.notify_all();
     work(0);
-    if (!spin_until([&] { return pending_.load() == 0; })) {
+    // Close, then wait for the workers inside. (seq_cst: a worker that entered before the close is
+    // counted in inside_, and one that enters after it sees closed_ and leaves.)
+    closed_.store(true);
+    if (!spin_until([&] { return inside_.load() == 0; })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [&] { return pending_.load() == 0; });
+      done_.wait(lock, [&] { return inside_.load() == 0; });
     }
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
@@ -103,13 +111,13 @@ class Pool {
       // Wait for a new job: spin first (cheap wake-up for back-to-back calls), then sleep.
       if (!spin_until([&] { return generation_.load() != seen; })) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        wake_.wait(lock, [&] { return generation_.load() != seen || stop_; });
       }
       seen = generation_.load();
       if (stop_) return;
-      if (id >= job_threads_) continue;  // this job needs fewer workers
-      work(id);
-      if (pending_.fetch_sub(1) == 1) {
+      inside_.fetch_add(1);
+      if (!closed_.load() && id < job_threads_) work(id);
+      if (inside_.fetch_sub(1) == 1 && closed_.load()) {
         std::lock_guard<std::mutex> lock(mutex_);
         done_.notify_all();
       }
@@ -122,7 +130,8 @@ class Pool {
   std::vector<std::thread> workers_;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int64_t> next_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> inside_{0};      // workers inside the current job
+  std::atomic<bool> closed_{true};  // the caller has finished its units: no one may join
   const std::function<void(int, int64_t)>* job_ = nullptr;
   int64_t units_ = 0;
   int job_threads_ = 0;
