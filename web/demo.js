@@ -8,6 +8,7 @@ import { Heatmap, COLORS, weightColor, divergingColor, short, full } from './hea
 import { blockingRules, diagonal } from './rules.js';
 import { LESSONS, naiveVariants, rowSums } from './lessons.js';
 import { setupPerf } from './perf.js';
+import { setupDecode } from './decode.js';
 
 const EXAMPLES = {
   sentence: 'The cat sat on the mat',
@@ -573,6 +574,7 @@ el.build.addEventListener('change', async () => {
   try {
     await loadBuild(value);
     schedule();
+    decodeUi?.reset();
   } catch (error) {
     showError(error);
   }
@@ -590,6 +592,7 @@ controls.addEventListener('input', (e) => {
 for (const s of [el.sentencePick, el.headPick, el.lessonRow]) s.addEventListener('change', schedule);
 
 let perfUi = null;
+let decodeUi = null;
 
 async function loadBuild(value) {
   const simd = value === 'auto' ? 'auto' : value === 'simd';
@@ -628,6 +631,22 @@ async function main() {
     },
   });
   render();
+  decodeUi = setupDecode({
+    root: $('decode'), form: $('decode-controls'), dtype: $('decode-dtype'), window: $('decode-window'),
+    windowSize: $('decode-window-size'), capacity: $('decode-capacity'), ragged: $('decode-ragged'),
+    next: $('decode-next'), play: $('decode-play'), reset: $('decode-reset'), status: $('decode-status'),
+    error: $('decode-error'), fills: $('decode-fills'),
+    weightsCanvas: $('decode-weights-canvas'), weightsTooltip: $('decode-weights-tooltip'), weightsReadout: $('decode-weights-readout'),
+    slotsCanvas: $('decode-slots-canvas'), slotsTooltip: $('decode-slots-tooltip'), slotsReadout: $('decode-slots-readout'),
+    call: $('decode-call'), json: $('decode-json'),
+  }, {
+    getMa: () => ma,
+    expose: (state) => {
+      demo.decode = state;
+      demo.decodeRenders = (demo.decodeRenders ?? 0) + 1;
+    },
+  });
+  decodeUi.reset();
   demo.ready = true;
   document.body.dataset.ready = 'true';
 }

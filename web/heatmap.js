@@ -146,7 +146,7 @@ export class Heatmap {
   }
 
   /**
-   * spec: { rows, cols, rowLabels, colLabels, cell(i, j) -> { fill, hatch, text, ink, mark },
+   * spec: { rows, cols, rowLabels, colLabels, cell(i, j) -> { fill, hatch, text, fit, ink, mark, flag, outline },
    *         info(i, j) -> string, rowMark(i) -> string|null, highlightRow, gapBeforeCol, label }
    */
   update(spec) {
@@ -218,11 +218,13 @@ export class Heatmap {
     ctx.font = CELL_FONT;
     ctx.textAlign = 'center';
     ctx.textBaseline = 'middle';
+    const outlines = [];
     for (let i = 0; i < s.rows; i++) {
       for (let j = 0; j < s.cols; j++) {
         const c = s.cell(i, j);
         const x = this._x(j);
         const y = g.y0 + i * g.cell;
+        if (c.outline) outlines.push([x, y, c.outline]);
         ctx.fillStyle = c.hatch ? this.pattern : c.fill;
         ctx.fillRect(x, y, g.cell, g.cell);
         if (c.flag) {
@@ -236,7 +238,7 @@ export class Heatmap {
         }
         if (c.text && g.cell >= 24) {
           ctx.fillStyle = c.ink ?? inkFor(c.fill);
-          ctx.fillText(c.text, x + g.cell / 2, y + g.cell / 2 + 0.5);
+          ctx.fillText(c.fit ? truncate(ctx, c.text, g.cell - 4) : c.text, x + g.cell / 2, y + g.cell / 2 + 0.5);
         } else if (c.mark && g.cell >= 12) {
           ctx.fillStyle = c.ink ?? '#ffffff';
           ctx.fillText(c.mark, x + g.cell / 2, y + g.cell / 2 + 0.5);
@@ -259,6 +261,12 @@ export class Heatmap {
       ctx.lineTo(x, g.y0 + s.rows * g.cell);
     }
     ctx.stroke();
+    // cells outlined on request (e.g. the position written this step), over the grid
+    ctx.lineWidth = 2.5;
+    for (const [x, y, color] of outlines) {
+      ctx.strokeStyle = color;
+      ctx.strokeRect(x + 1.25, y + 1.25, g.cell - 2.5, g.cell - 2.5);
+    }
 
     // labels
     ctx.font = FONT;

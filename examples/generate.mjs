@@ -1,0 +1,417 @@
+#!/usr/bin/env node
+// Token-by-token generation with maskattn's KV cache: a small decoder-only transformer with random
+// (seeded) weights, in plain JavaScript except for attention, which goes through one
+// `ma.createKVCache` per layer. Tokens are bytes (vocabulary 256); the weights are random, so the
+// "text" it writes is noise: the point is the loop, not the words.
+//
+//   node examples/generate.mjs [--tokens N] [--dtype float32|float16] [--window W] [--prompt TEXT]
+//                              [--seed S] [--check] [--scalar]
+//
+// Per layer and step: RMSNorm -> Q, K, V projections -> rotary positions (RoPE) on Q and K ->
+// cache.append(K, V) -> cache.attend(Q) (GQA: 8 query heads share 2 KV heads, D = 64; causal,
+// bottom-right) -> output projection -> residual -> RMSNorm -> SwiGLU MLP -> residual. The prompt
+// goes in with one append and one attend (Lq = prompt length); then one token per step, greedy.
+//
+// --window W makes every cache a sliding-window ring (memory O(W), not O(sequence)): attention sees
+// the newest W positions. --check runs the same generation again with plain `ma.attention` over
+// the full K/V (kept in JavaScript, float16-rounded for --dtype float16) and compares the tokens.
+//
+// `import ... from 'maskattn'` is how users import the package; inside this repository it works too,
+// because package.json has "name": "maskattn" and "exports" (Node resolves a package's own name).
+import { init } from 'maskattn';
+import { fileURLToPath } from 'node:url';
+
+export const MODEL = Object.freeze({
+  layers: 2,
+  vocab: 256,     // bytes
+  heads: 8,       // query heads
+  kvHeads: 2,     // key/value heads (GQA: 4 query heads per KV head)
+  headDim: 64,
+  dModel: 512,    // heads x headDim
+  ffn: 1024,      // MLP hidden size (SwiGLU)
+  ropeBase: 10000,
+  eps: 1e-5,
+});
+
+// ------------------------------------------------------------------------------------------ weights
+
+/** mulberry32: a small seeded generator of floats in [0, 1). */
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A [rows, cols] matrix (row-major: row r is output r) of uniform values with variance gain^2 / cols. */
+function matrix(next, rows, cols, gain = 1) {
+  const a = Math.sqrt(3 / cols) * gain;
+  const m = new Float32Array(rows * cols);
+  for (let n = 0; n < m.length; n++) m[n] = (next() * 2 - 1) * a;
+  return { data: m, rows, cols };
+}
+
+/** Random weights of MODEL, the same for the same seed. */
+export function buildWeights(seed = 1) {
+  const { layers, vocab, dModel, heads, kvHeads, headDim, ffn } = MODEL;
+  const next = rng(seed);
+  const embedding = matrix(next, vocab, dModel, Math.sqrt(dModel / 3));  // entries of variance ~1
+  const layer = () => ({
+    wq: matrix(next, heads * headDim, dModel),
+    wk: matrix(next, kvHeads * headDim, dModel),
+    wv: matrix(next, kvHeads * headDim, dModel),
+    wo: matrix(next, dModel, heads * headDim, 0.5),
+    gate: matrix(next, ffn, dModel),
+    up: matrix(next, ffn, dModel),
+    down: matrix(next, dModel, ffn, 0.5),
+  });
+  return { embedding, layers: Array.from({ length: layers }, layer), head: matrix(next, vocab, dModel) };
+}
+
+// ------------------------------------------------------------------------------------------ layers
+
+/** y[t] = W x[t] for T rows of x ([T, W.cols]) -> [T, W.rows]. */
+function matmul(x, T, W) {
+  const { data, rows, cols } = W;
+  const y = new Float32Array(T * rows);
+  for (let t = 0; t < T; t++) {
+    const xo = t * cols;
+    for (let r = 0; r < rows; r++) {
+      const wo = r * cols;
+      let a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (let c = 0; c < cols; c += 4) {
+        a0 += data[wo + c] * x[xo + c];
+        a1 += data[wo + c + 1] * x[xo + c + 1];
+        a2 += data[wo + c + 2] * x[xo + c + 2];
+        a3 += data[wo + c + 3] * x[xo + c + 3];
+      }
+      y[t * rows + r] = a0 + a1 + a2 + a3;
+    }
+  }
+  return y;
+}
+
+/** RMSNorm of each of T rows of width n (unit gain). */
+function rmsNorm(x, T, n) {
+  const y = new Float32Array(x.length);
+  for (let t = 0; t < T; t++) {
+    let s = 0;
+    for (let c = 0; c < n; c++) s += x[t * n + c] ** 2;
+    const r = 1 / Math.sqrt(s / n + MODEL.eps);
+    for (let c = 0; c < n; c++) y[t * n + c] = x[t * n + c] * r;
+  }
+  return y;
+}
+
+/**
+ * Rotary positions, in place: x is [T, H, D] (row t at absolute position pos0 + t); each pair of
+ * dimensions (i, i + D/2) of every head turns by the angle pos * base^(-2i/D).
+ */
+function rope(x, T, H, D, pos0) {
+  const half = D / 2;
+  for (let t = 0; t < T; t++) {
+    const pos = pos0 + t;
+    for (let i = 0; i < half; i++) {
+      const angle = pos * MODEL.ropeBase ** (-(2 * i) / D);
+      const c = Math.cos(angle), s = Math.sin(angle);
+      for (let h = 0; h < H; h++) {
+        const o = (t * H + h) * D;
+        const a = x[o + i], b = x[o + i + half];
+        x[o + i] = a * c - b * s;
+        x[o + i + half] = a * s + b * c;
+      }
+    }
+  }
+}
+
+const silu = (x) => x / (1 + Math.exp(-x));
+
+/** x += y */
+function addInto(x, y) {
+  for (let n = 0; n < x.length; n++) x[n] += y[n];
+}
+
+// ------------------------------------------------------------------------------------------ attention
+
+/** Rounds a float to the nearest IEEE half (ties to even) and returns it as a number. */
+export function roundToHalf(x) {
+  if (!Number.isFinite(x) || x === 0) return x;
+  const a = Math.abs(x);
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e -= 1;
+  else if (2 ** (e + 1) <= a) e += 1;
+  const ulp = 2 ** (Math.max(e, -14) - 10);   // subnormal halves share the exponent -14
+  const q = a / ulp;                            // exact: ulp is a power of two
+  const f = Math.floor(q);
+  const r = q - f > 0.5 || (q - f === 0.5 && f % 2 === 1) ? f + 1 : f;
+  const y = r * ulp;
+  return Math.sign(x) * (y > 65504 ? Infinity : y);
+}
+
+/**
+ * Attention through maskattn's KV cache: one cache per layer, K/V appended in place, each step's
+ * queries attend what the cache holds. Tensors are [B = 1, T, H, D] ('blhd', the layout the
+ * projections produce), so nothing is transposed.
+ */
+class CacheAttention {
+  constructor(ma, { capacity, dtype, window }) {
+    const { layers, kvHeads, headDim } = MODEL;
+    this.caches = Array.from({ length: layers }, () =>
+      ma.createKVCache({ batch: 1, kvHeads, capacity, headDim, dtype, window }));
+  }
+
+  run(layer, q, k, v, T) {
+    const { heads, kvHeads, headDim: D } = MODEL;
+    const cache = this.caches[layer];
+    cache.append({ data: k, shape: [1, T, kvHeads, D] }, { data: v, shape: [1, T, kvHeads, D] }, { layout: 'blhd' });
+    return cache.attend({ data: q, shape: [1, T, heads, D] }, { layout: 'blhd' }).output.data;
+  }
+
+  get byteLength() {
+    return this.caches.reduce((s, c) => s + c.byteLength, 0);
+  }
+
+  get lengths() {
+    return this.caches.map((c) => c.lengths[0]);
+  }
+
+  dispose() {
+    for (const c of this.caches) c.dispose();
+  }
+}
+
+/**
+ * The same attention without a cache: K/V of every position kept in JavaScript and passed whole to
+ * ma.attention each step (causal, bottom-right; a window becomes window: [W - 1, 0]). For float16,
+ * K/V are rounded to halves as the cache would store them.
+ */
+class FullAttention {
+  constructor(ma, { capacity, dtype, window }) {
+    const { layers, kvHeads, headDim } = MODEL;
+    this.ma = ma;
+    this.window = window;
+    this.round = dtype === 'float16';
+    this.length = 0;
+    this.kv = Array.from({ length: layers }, () => ({
+      k: new Float32Array(capacity * kvHeads * headDim), v: new Float32Array(capacity * kvHeads * headDim), length: 0,
+    }));
+  }
+
+  _grow(store, n) {
+    if (n <= store.k.length) return;
+    for (const key of ['k', 'v']) {
+      const bigger = new Float32Array(Math.max(n, 2 * store[key].length));
+      bigger.set(store[key]);
+      store[key] = bigger;
+    }
+  }
+
+  run(layer, q, k, v, T) {
+    const { heads, kvHeads, headDim: D } = MODEL;
+    const store = this.kv[layer];
+    const row = kvHeads * D;
+    this._grow(store, (store.length + T) * row);
+    const at = store.length * row;
+    store.k.set(k, at);
+    store.v.set(v, at);
+    if (this.round)
+      for (let n = at; n < at + T * row; n++) {
+        store.k[n] = roundToHalf(store.k[n]);
+        store.v[n] = roundToHalf(store.v[n]);
+      }
+    store.length += T;
+    const L = store.length;
+    const options = { layout: 'blhd', causal: true };
+    if (this.window > 0) options.window = [this.window - 1, 0];
+    return this.ma.attention(
+      { data: q, shape: [1, T, heads, D] },
+      { data: store.k.subarray(0, L * row), shape: [1, L, kvHeads, D] },
+      { data: store.v.subarray(0, L * row), shape: [1, L, kvHeads, D] },
+      options,
+    ).output.data;
+  }
+
+  get byteLength() {
+    return this.kv.reduce((s, st) => s + st.length * MODEL.kvHeads * MODEL.headDim * 2 * 4, 0);
+  }
+
+  get lengths() {
+    return this.kv.map((st) => st.length);
+  }
+
+  dispose() {}
+}
+
+// ------------------------------------------------------------------------------------------ the model
+
+/**
+ * One forward pass over T new tokens at positions pos0 .. pos0 + T - 1; returns the logits of the
+ * last one and the time spent in attention (append + attend, all layers).
+ */
+function forward(weights, attention, tokens, pos0) {
+  const { dModel, heads, kvHeads, headDim: D } = MODEL;
+  const T = tokens.length;
+  const x = new Float32Array(T * dModel);
+  tokens.forEach((tok, t) => x.set(weights.embedding.data.subarray(tok * dModel, (tok + 1) * dModel), t * dModel));
+  let attentionMs = 0;
+  for (const [l, w] of weights.layers.entries()) {
+    const h = rmsNorm(x, T, dModel);
+    const q = matmul(h, T, w.wq);  // [T, heads, D]
+    const k = matmul(h, T, w.wk);  // [T, kvHeads, D]
+    const v = matmul(h, T, w.wv);
+    rope(q, T, heads, D, pos0);
+    rope(k, T, kvHeads, D, pos0);
+    const t0 = performance.now();
+    const o = attention.run(l, q, k, v, T);  // [T, heads, D]
+    attentionMs += performance.now() - t0;
+    addInto(x, matmul(o, T, w.wo));
+    const h2 = rmsNorm(x, T, dModel);
+    const g = matmul(h2, T, w.gate);
+    const u = matmul(h2, T, w.up);
+    for (let n = 0; n < g.length; n++) g[n] = silu(g[n]) * u[n];
+    addInto(x, matmul(g, T, w.down));
+  }
+  const last = rmsNorm(x.subarray((T - 1) * dModel), 1, dModel);
+  const logits = matmul(last, 1, weights.head);
+  return { logits, attentionMs };
+}
+
+function argmax(a) {
+  let best = 0;
+  for (let n = 1; n < a.length; n++) if (a[n] > a[best]) best = n;
+  return best;
+}
+
+/** A byte as text: the character when printable ASCII, else \xNN. */
+export function showToken(t) {
+  return t >= 32 && t < 127 ? String.fromCharCode(t) : `\\x${t.toString(16).padStart(2, '0')}`;
+}
+
+/**
+ * Generates `tokens` tokens after `prompt` (greedy). attention: 'cache' (maskattn's KV cache) or
+ * 'full' (plain ma.attention over all K/V, for checking). Returns the tokens, the logits of each
+ * step, timings and the cache's bytes. onStep(step) is called after each token.
+ */
+export async function generate({
+  ma = null, prompt = 'The quick brown fox', tokens = 32, dtype = 'float32', window = 0, seed = 1,
+  attention = 'cache', weights = null, onStep = null,
+} = {}) {
+  ma ??= await init();
+  weights ??= buildWeights(seed);
+  const promptTokens = [...new TextEncoder().encode(prompt)];
+  if (promptTokens.length === 0) throw new RangeError('the prompt must have at least one byte');
+  const P = promptTokens.length;
+  // Without a window the cache holds the whole sequence. With one, it is a ring; the prompt's
+  // queries (Lq = P at once) reach back W - 1 positions from the first of them, so the ring needs
+  // W + P - 1 slots (the contract's capacity >= W + Lq - 1); later steps (Lq = 1) need only W.
+  const capacity = window > 0 ? window + P - 1 : P + tokens;
+  const Impl = attention === 'cache' ? CacheAttention : FullAttention;
+  const att = new Impl(ma, { capacity, dtype, window });
+  try {
+    const t0 = performance.now();
+    let { logits, attentionMs } = forward(weights, att, promptTokens, 0);
+    const prefill = { tokens: P, totalMs: performance.now() - t0, attentionMs };
+    const out = [], steps = [], allLogits = [logits];
+    for (let n = 0; n < tokens; n++) {
+      const token = argmax(logits);
+      out.push(token);
+      // The token goes through the model (its K/V into the caches, its logits pick the next one).
+      const s0 = performance.now();
+      ({ logits, attentionMs } = forward(weights, att, [token], P + n));
+      steps.push({ step: n + 1, token, totalMs: performance.now() - s0, attentionMs, lengths: att.lengths });
+      allLogits.push(logits);
+      onStep?.(steps.at(-1));
+    }
+    return {
+      backend: ma.backend, prompt: promptTokens, tokens: out, text: out.map(showToken).join(''),
+      prefill, steps, logits: allLogits, capacity, byteLength: att.byteLength, lengths: att.lengths,
+    };
+  } finally {
+    att.dispose();
+  }
+}
+
+// ------------------------------------------------------------------------------------------ command line
+
+function parseArgs(argv) {
+  const a = { tokens: 32, dtype: 'float32', window: 0, prompt: 'The quick brown fox', seed: 1, check: false, scalar: false };
+  const int = (name, s, min) => {
+    const n = Number(s);
+    if (!Number.isInteger(n) || n < min) throw new RangeError(`${name} must be an integer >= ${min}, given ${s}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--tokens') a.tokens = int('--tokens', argv[++i], 1);
+    else if (arg === '--dtype') a.dtype = argv[++i];
+    else if (arg === '--window') a.window = int('--window', argv[++i], 0);
+    else if (arg === '--prompt') a.prompt = argv[++i] ?? '';
+    else if (arg === '--seed') a.seed = int('--seed', argv[++i], 0);
+    else if (arg === '--check') a.check = true;
+    else if (arg === '--scalar') a.scalar = true;
+    else if (arg === '--help' || arg === '-h') {
+      console.log('node examples/generate.mjs [--tokens N] [--dtype float32|float16] [--window W] [--prompt TEXT] [--seed S] [--check] [--scalar]');
+      process.exit(0);
+    } else throw new RangeError(`unknown argument ${arg} (try --help)`);
+  }
+  if (a.dtype !== 'float32' && a.dtype !== 'float16') throw new RangeError(`--dtype must be float32 or float16, given ${a.dtype}`);
+  return a;
+}
+
+const median = (v) => {
+  const s = [...v].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const ms = (x) => x.toFixed(3).padStart(9);
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const ma = await init({ simd: args.scalar ? false : 'auto' });
+  const { layers, heads, kvHeads, headDim, dModel, ffn, vocab } = MODEL;
+  const weights = buildWeights(args.seed);
+  console.log(`maskattn ${ma.backend.version} (${ma.backend.arch}); decoder: ${layers} layers, d_model ${dModel}, ` +
+    `${heads} query heads / ${kvHeads} KV heads, D ${headDim}, MLP ${ffn}, vocab ${vocab} (bytes), seed ${args.seed}`);
+  console.log(`KV cache: ${args.dtype}, ${args.window > 0 ? `sliding window ${args.window} (ring)` : 'no window'}; ` +
+    `prompt ${JSON.stringify(args.prompt)}`);
+  console.log(`${'step'.padStart(5)} ${'token'.padStart(6)} ${'text'.padEnd(6)} ${'total ms'.padStart(9)} ${'attn ms'.padStart(9)}  cache lengths (per layer)`);
+  const run = await generate({
+    ma, weights, prompt: args.prompt, tokens: args.tokens, dtype: args.dtype, window: args.window,
+    onStep: (s) => {
+      console.log(`${String(s.step).padStart(5)} ${String(s.token).padStart(6)} ${showToken(s.token).padEnd(6)} ${ms(s.totalMs)} ${ms(s.attentionMs)}  ${s.lengths.join(', ')}`);
+    },
+  });
+  const timed = run.steps;
+  console.log(`prefill: ${run.prefill.tokens} tokens in ${run.prefill.totalMs.toFixed(2)} ms (attention ${run.prefill.attentionMs.toFixed(2)} ms)`);
+  if (timed.length)
+    console.log(`per token (median of ${timed.length}): total ${median(timed.map((s) => s.totalMs)).toFixed(3)} ms, ` +
+      `attention ${median(timed.map((s) => s.attentionMs)).toFixed(3)} ms`);
+  console.log(`KV cache byteLength: ${run.byteLength} bytes (${layers} layers x ${run.byteLength / layers} bytes; ` +
+    `capacity ${run.capacity} positions, ${args.dtype})`);
+  console.log(`generated: ${run.text}`);
+
+  if (args.check) {
+    const ref = await generate({ ma, weights, prompt: args.prompt, tokens: args.tokens, dtype: args.dtype, window: args.window, attention: 'full' });
+    let maxDiff = 0;
+    run.logits.forEach((l, s) => l.forEach((x, n) => { maxDiff = Math.max(maxDiff, Math.abs(x - ref.logits[s][n])); }));
+    const first = run.tokens.findIndex((t, n) => t !== ref.tokens[n]);
+    if (first >= 0) {
+      console.log(`check: FAILED: with plain ma.attention over the full K/V, token ${first + 1} is ${ref.tokens[first]}, ` +
+        `the cache gave ${run.tokens[first]} (max |logit diff| ${maxDiff.toExponential(2)})`);
+      process.exitCode = 1;
+    } else {
+      console.log(`check: identical tokens with plain ma.attention over the full K/V (${run.tokens.length} of ${run.tokens.length}); ` +
+        `max |logit diff| ${maxDiff.toExponential(2)}`);
+    }
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().catch((e) => {
+    console.error(`generate.mjs: ${e.message}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,345 @@
+// The decode panel: token-by-token generation through maskattn's KV cache. Each step appends the
+// new token's K and V (cache.append, with per-sequence counts for a ragged batch) and attends the
+// newest query of every sequence over what the cache holds (cache.attend with returnWeights). Shows
+// the weights over the cached positions, the cache's slots (a ring with a sliding window) and how
+// full it is. Q, K and V come from the page's seeded token embeddings (embedding.js).
+
+import { buildProblem, tokenize } from './embedding.js';
+import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+
+// Two sequences of a batch: the second is shorter (its prompt is padded) and finishes early.
+const TEXTS = ['The cat sat on the mat and then it slept in the warm sun all day', 'Birds sing at dawn .'];
+const PROMPT = [4, 2];        // prompt tokens of each sequence
+const HQ = 2, HKV = 1, D = 8; // two query heads share one KV head (GQA / MQA)
+const SEED = 42;
+const PLAY_MS = 650;
+
+const EMPTY = '#eef1f4';      // a slot or position the cache does not hold
+const GONE = '#dfe3e8';       // a position overwritten in the ring
+
+/**
+ * els: { root, form, dtype, window, windowSize, capacity, ragged, next, play, reset, status, error, fills,
+ *        weightsCanvas, weightsTooltip, weightsReadout, slotsCanvas, slotsTooltip, slotsReadout,
+ *        call, json }
+ * getMa() -> the MaskAttn instance in use; expose(state) publishes the state for tests.
+ */
+export function setupDecode(els, { getMa, expose }) {
+  const texts = TEXTS.map(tokenize);
+  let s = null;          // the session: cache, lengths, the last step's result
+  let timer = 0;
+
+  const weightsMap = new Heatmap(els.weightsCanvas, {
+    tooltip: els.weightsTooltip, readout: els.weightsReadout, maxCell: 44, minCell: 18,
+    hint: 'Hover or tap a cell for the position, its token and its weight.',
+  });
+  const slotsMap = new Heatmap(els.slotsCanvas, {
+    tooltip: els.slotsTooltip, readout: els.slotsReadout, maxCell: 48, minCell: 26,
+    hint: 'Hover or tap a slot for the position it holds.',
+  });
+
+  function settings() {
+    const int = (input, fallback, min, max) => {
+      const n = Number.parseInt(input.value, 10);
+      return Number.isFinite(n) ? Math.max(min, Math.min(max, n)) : fallback;
+    };
+    const windowOn = els.window.checked;
+    const W = int(els.windowSize, 4, 1, 16);
+    if (Number(els.capacity.min) !== W) els.capacity.min = String(W);
+    const longest = Math.max(...texts.map((t) => t.length));
+    const capacity = windowOn ? int(els.capacity, W + 2, W, 16) : longest;
+    els.windowSize.disabled = !windowOn;
+    els.capacity.disabled = !windowOn;
+    els.capacity.value = String(capacity);
+    return { dtype: els.dtype.value, window: windowOn ? W : 0, capacity, B: els.ragged.checked ? 2 : 1 };
+  }
+
+  function stop() {
+    if (timer) clearInterval(timer);
+    timer = 0;
+    els.play.textContent = 'Play';
+    els.play.setAttribute('aria-pressed', 'false');
+  }
+
+  /** K or V rows [B, Hkv, T, D] for the positions pos[b] .. pos[b] + count[b] - 1 (NaN where not taken). */
+  function kvRows(P, which, start, counts, T) {
+    const out = new Float32Array(s.B * HKV * T * D).fill(NaN);  // rows beyond counts[b] are never written
+    for (let b = 0; b < s.B; b++)
+      for (let t = 0; t < counts[b]; t++) {
+        const src = ((b * P.H + 0) * P.Lk + start[b] + t) * D;
+        out.set(P[which].subarray(src, src + D), ((b * HKV + 0) * T + t) * D);
+      }
+    return { data: out, shape: [s.B, HKV, T, D] };
+  }
+
+  /** The newest query of each sequence, [B, Hq, 1, D] (zeros for finished sequences: not attended). */
+  function queries(P, active) {
+    const q = new Float32Array(s.B * HQ * D);
+    for (let b = 0; b < s.B; b++) {
+      if (!active[b]) continue;
+      const pos = s.lengths[b] - 1;
+      for (let h = 0; h < HQ; h++) {
+        const src = ((b * P.H + h) * P.Lk + pos) * D;
+        q.set(P.q.subarray(src, src + D), (b * HQ + h) * D);
+      }
+    }
+    return { data: q, shape: [s.B, HQ, 1, D] };
+  }
+
+  function attend(active) {
+    const q = queries(s.P, active);
+    const options = { returnWeights: true };
+    if (active.some((a) => !a)) options.queryLengths = active.map((a) => (a ? 1 : 0));
+    const result = s.cache.attend(q, options);
+    s.weights = result.weights;
+    s.options = options;
+    s.active = active;
+  }
+
+  /** A new session: a fresh cache holding the prompts (step 0). */
+  function reset() {
+    stop();
+    const ma = getMa();
+    if (!ma) return;
+    s?.cache?.dispose();
+    const cfg = settings();
+    const sentences = texts.slice(0, cfg.B);
+    const P = buildProblem(sentences, { seed: SEED, heads: HQ, headDim: D, mode: 'embedding' });
+    s = { ...cfg, P, sentences, step: 0, lengths: new Array(cfg.B).fill(0), appended: [], calls: [] };
+    try {
+      s.cache = ma.createKVCache({ batch: cfg.B, kvHeads: HKV, capacity: cfg.capacity, headDim: D, dtype: cfg.dtype, window: cfg.window });
+      const counts = PROMPT.slice(0, cfg.B);
+      const T = Math.max(...counts);
+      s.cache.append(kvRows(P, 'k', s.lengths, counts, T), kvRows(P, 'v', s.lengths, counts, T), { counts });
+      s.appended = counts.map((c, b) => ({ from: 0, count: c, tokens: sentences[b].slice(0, c) }));
+      s.lengths = Array.from(s.cache.lengths);
+      s.lastAppend = { T, counts };
+      attend(s.lengths.map(() => true));
+      els.error.hidden = true;
+    } catch (error) {
+      showError(error);
+      return;
+    }
+    render();
+  }
+
+  /** One generation step: the next token of every sequence that has one. */
+  function next() {
+    if (!s?.cache || done()) return false;
+    const counts = s.sentences.map((t, b) => (s.lengths[b] < t.length ? 1 : 0));
+    try {
+      const start = s.lengths.slice();
+      s.cache.append(kvRows(s.P, 'k', start, counts, 1), kvRows(s.P, 'v', start, counts, 1), { counts });
+      s.appended = counts.map((c, b) => ({ from: start[b], count: c, tokens: s.sentences[b].slice(start[b], start[b] + c) }));
+      s.lengths = Array.from(s.cache.lengths);
+      s.lastAppend = { T: 1, counts };
+      s.step += 1;
+      attend(counts.map((c) => c > 0));
+      els.error.hidden = true;
+    } catch (error) {
+      stop();
+      showError(error);
+      return false;
+    }
+    render();
+    return true;
+  }
+
+  const done = () => s.sentences.every((t, b) => s.lengths[b] >= t.length);
+
+  function showError(error) {
+    els.error.hidden = false;
+    els.error.textContent = `maskattn rejected the call: ${error.message}`;
+  }
+
+  // ---------------------------------------------------------------------------------------- drawing
+
+  const tokenAt = (b, p) => s.sentences[b][p] ?? '';
+  const quoted = (t) => `“${t}”`;
+
+  /** What the cache holds of sequence b: the positions it still stores. */
+  function held(b) {
+    const len = s.lengths[b];
+    const first = s.window > 0 ? Math.max(0, len - s.capacity) : 0;
+    return { first, count: len - first };
+  }
+
+  /** How position j of sequence b stands this step: 'none' | 'gone' | 'outside' | 'idle' | 'attended'. */
+  function kind(b, j) {
+    const len = s.lengths[b];
+    if (j >= len) return 'none';
+    if (j < held(b).first) return 'gone';
+    if (!s.active[b]) return 'idle';
+    if (s.window > 0 && j < len - s.window) return 'outside';
+    return 'attended';
+  }
+
+  const weightOf = (b, h, j) => s.weights.data[(b * HQ + h) * s.weights.shape[3] + j];
+
+  function render() {
+    const B = s.B;
+    const Lk = s.weights.shape[3];
+    const newest = (b, p) => s.appended[b].count > 0 && p >= s.appended[b].from && p < s.appended[b].from + s.appended[b].count;
+
+    // The weights strip: one row per (sequence, query head), one column per position.
+    const rowOf = (i) => ({ b: Math.floor(i / HQ), h: i % HQ });
+    weightsMap.update({
+      rows: B * HQ, cols: Lk,
+      rowLabels: Array.from({ length: B * HQ }, (_, i) => `seq ${rowOf(i).b + 1} · head ${rowOf(i).h + 1}`),
+      colLabels: Array.from({ length: Lk }, (_, j) => String(j)),
+      rowLabelMuted: (i) => !s.active[rowOf(i).b],
+      rowMark: (i) => (s.active[rowOf(i).b] ? null : '∅'),
+      cell: (i, j) => {
+        const { b, h } = rowOf(i);
+        const k = kind(b, j);
+        if (k === 'none') return { fill: EMPTY };
+        if (k === 'gone') return { fill: GONE, mark: '·', ink: COLORS.muted };
+        if (k === 'outside' || k === 'idle') return { hatch: true };
+        const w = weightOf(b, h, j);
+        return { fill: weightColor(w), text: short(w), outline: j === s.lengths[b] - 1 ? COLORS.highlight : null };
+      },
+      info: (i, j) => {
+        const { b, h } = rowOf(i);
+        const k = kind(b, j);
+        const where = `sequence ${b + 1}, head ${h + 1} → position ${j}${j < s.lengths[b] ? ` ${quoted(tokenAt(b, j))}` : ''}`;
+        const w = weightOf(b, h, j);
+        if (k === 'none') return `${where}\nsequence ${b + 1} has only ${s.lengths[b]} positions (ragged batch): nothing here, weight ${full(w)}`;
+        if (k === 'gone') return `${where}\noverwritten in the ring (slot ${j % s.capacity} now holds a newer position): weight ${full(w)}`;
+        if (k === 'idle') return `${where}\nsequence ${b + 1} has finished: no query this step (queryLengths 0), weight ${full(w)}`;
+        if (k === 'outside') return `${where}\nstill in the cache but outside the window of ${s.window}: masked, never read (weight ${full(w)})`;
+        return `${where}\nweight ${full(w)}${j === s.lengths[b] - 1 ? '\nthe query’s own position (appended this step)' : ''}`;
+      },
+    });
+
+    // The slots: what each of the `capacity` rows of the cache holds (position p sits in slot p mod capacity).
+    const slot = (b, c) => {
+      const { first, count } = held(b);
+      if (count <= 0) return null;
+      const last = first + count - 1;
+      if (s.window === 0) return c < s.lengths[b] ? c : null;
+      const p = last - ((((last - c) % s.capacity) + s.capacity) % s.capacity);
+      return p >= first ? p : null;
+    };
+    const meanWeight = (b, p) => {
+      let m = 0;
+      for (let h = 0; h < HQ; h++) m += weightOf(b, h, p);
+      return m / HQ;
+    };
+    slotsMap.update({
+      rows: B, cols: s.capacity,
+      rowLabels: Array.from({ length: B }, (_, b) => `sequence ${b + 1}`),
+      colLabels: Array.from({ length: s.capacity }, (_, c) => String(c)),
+      rowLabelMuted: (b) => !s.active[b],
+      cell: (b, c) => {
+        const p = slot(b, c);
+        if (p === null) return { fill: EMPTY, mark: '·', ink: COLORS.muted };
+        const k = kind(b, p);
+        const text = tokenAt(b, p);
+        const outline = newest(b, p) ? COLORS.highlight : null;
+        if (k === 'outside' || k === 'idle') return { hatch: true, text, fit: true, ink: '#ffffff', outline };
+        const w = meanWeight(b, p);
+        return { fill: weightColor(w), text, fit: true, outline };
+      },
+      info: (b, c) => {
+        const p = slot(b, c);
+        if (p === null) return `sequence ${b + 1}, slot ${c}: empty`;
+        const k = kind(b, p);
+        const lines = [`sequence ${b + 1}, slot ${c}: position ${p} ${quoted(tokenAt(b, p))}${newest(b, p) ? ' (written this step)' : ''}`];
+        if (k === 'outside') lines.push(`outside the window of ${s.window}: not read this step`);
+        else if (k === 'idle') lines.push('the sequence has finished: not attended');
+        else lines.push(`weight ${Array.from({ length: HQ }, (_, h) => `head ${h + 1} ${full(weightOf(b, h, p))}`).join(', ')}`);
+        return lines.join('\n');
+      },
+    });
+
+    // Fill: lengths vs capacity.
+    els.fills.replaceChildren(...Array.from({ length: B }, (_, b) => {
+      const row = document.createElement('div');
+      row.className = 'fill-row';
+      const label = document.createElement('label');
+      label.htmlFor = `decode-fill-${b}`;
+      label.textContent = `Sequence ${b + 1}`;
+      const meter = document.createElement('meter');
+      meter.id = `decode-fill-${b}`;
+      meter.min = 0;
+      meter.max = s.capacity;
+      const h = held(b).count;
+      meter.value = h;
+      meter.textContent = `${h} of ${s.capacity}`;
+      const text = document.createElement('span');
+      text.className = 'fill-text';
+      text.dataset.length = String(s.lengths[b]);
+      const wrapped = s.window > 0 && s.lengths[b] > s.capacity;
+      const finished = !s.active[b] ? ', finished' : '';
+      text.textContent = `length ${s.lengths[b]} · holds ${h} of ${s.capacity} slots${wrapped ? ` (ring wrapped ${Math.floor((s.lengths[b] - 1) / s.capacity)}×)` : ''}${finished}`;
+      row.append(label, meter, text);
+      return row;
+    }));
+
+    // Status and the calls.
+    const ma = getMa();
+    const added = s.appended.map((a, b) => (a.count ? `sequence ${b + 1} ${a.count > 1 ? `${a.count} prompt tokens` : quoted(a.tokens[0])}` : `sequence ${b + 1} nothing (finished)`));
+    els.status.textContent = `${s.step === 0 ? 'Prompt' : `Step ${s.step}`}: appended ${added.join(', ')}. ` +
+      `cache.lengths = [${s.lengths.join(', ')}], capacity ${s.capacity}${s.window ? `, window ${s.window} (ring)` : ''}, ` +
+      `${s.dtype}, byteLength ${s.cache.byteLength}. Computed by ${ma.backend.arch}.` + (done() ? ' End of the text: Reset starts again.' : '');
+    els.next.disabled = done();
+    els.play.disabled = done();
+    if (done()) stop();
+
+    const cfg = `{ batch: ${s.B}, kvHeads: ${HKV}, capacity: ${s.capacity}, headDim: ${D}, dtype: '${s.dtype}'${s.window ? `, window: ${s.window}` : ''} }`;
+    const la = s.lastAppend;
+    const opts = s.options.queryLengths ? `{ returnWeights: true, queryLengths: [${s.options.queryLengths.join(', ')}] }` : '{ returnWeights: true }';
+    els.call.textContent = `const cache = ma.createKVCache(${cfg});
+cache.append(k, v, { counts: [${PROMPT.slice(0, s.B).join(', ')}] });   // the prompts: k, v [${s.B}, ${HKV}, ${Math.max(...PROMPT.slice(0, s.B))}, ${D}]${s.B > 1 ? '; padded rows are NaN, never written' : ''}
+${s.step > 0 ? `// ... step ${s.step}:
+cache.append(k, v, { counts: [${la.counts.join(', ')}] });   // k, v [${s.B}, ${HKV}, ${la.T}, ${D}]: each sequence's new token
+` : ''}cache.lengths;   // Int32Array [${s.lengths.join(', ')}]
+const { weights } = cache.attend(q, ${opts});
+// q [${s.B}, ${HQ}, 1, ${D}]: the newest query of each sequence (causal, bottom-right by default)
+// weights [${s.weights.shape.join(', ')}]: positions 0 … max(lengths) − 1`;
+
+    const state = {
+      step: s.step, B: s.B, Hq: HQ, Hkv: HKV, D, dtype: s.dtype, window: s.window, capacity: s.capacity,
+      lengths: s.lengths.slice(), held: Array.from({ length: B }, (_, b) => held(b).count), active: s.active.slice(),
+      byteLength: s.cache.byteLength, done: done(), weightsShape: s.weights.shape.slice(),
+      rows: B * HQ, cols: Lk,
+      weights: Array.from({ length: B * HQ }, (_, i) => Array.from({ length: Lk }, (_, j) => weightOf(Math.floor(i / HQ), i % HQ, j))),
+      kinds: Array.from({ length: B }, (_, b) => Array.from({ length: Lk }, (_, j) => kind(b, j))),
+      slots: Array.from({ length: B }, (_, b) => Array.from({ length: s.capacity }, (_, c) => slot(b, c))),
+      heatmaps: { weights: weightsMap.geometry(), slots: slotsMap.geometry() },
+    };
+    els.json.textContent = JSON.stringify(state);
+    els.root.dataset.step = String(s.step);
+    expose(state);
+  }
+
+  // ---------------------------------------------------------------------------------------- wiring
+
+  els.form.addEventListener('submit', (e) => e.preventDefault());
+  els.next.addEventListener('click', () => {
+    stop();
+    next();
+  });
+  els.play.addEventListener('click', () => {
+    if (timer) {
+      stop();
+      return;
+    }
+    if (!s || done()) return;
+    els.play.textContent = 'Pause';
+    els.play.setAttribute('aria-pressed', 'true');
+    next();
+    timer = setInterval(() => {
+      if (!next()) stop();
+    }, PLAY_MS);
+  });
+  els.reset.addEventListener('click', reset);
+  els.window.addEventListener('change', () => {
+    // A ring two slots larger than the window: the slots picture shows what is held but not seen.
+    if (els.window.checked) els.capacity.value = String((Number.parseInt(els.windowSize.value, 10) || 4) + 2);
+    reset();
+  });
+  for (const input of [els.dtype, els.ragged]) input.addEventListener('change', reset);
+  for (const input of [els.windowSize, els.capacity]) input.addEventListener('change', reset);
+
+  return { reset, next, stop };
+}
