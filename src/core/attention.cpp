@@ -8,25 +8,28 @@
 namespace maskattn {
 namespace detail {
 ReferenceResult reference_compute(const Problem& p, Precision precision);
+
+// The reference computes into its own buffers first, so output is written only on success.
+void run_reference(const Problem& p) {
+  const ReferenceResult r = reference_compute(p, Precision::fp64);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t row = (b * p.Hq + h) * p.Lq + i;
+        float* o = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
+        for (int64_t c = 0; c < p.Dv; ++c) o[c] = float(r.out[size_t(row * p.Dv + c)]);
+      }
+  if (p.weights) std::transform(r.weights.begin(), r.weights.end(), p.weights, [](double x) { return float(x); });
+  if (p.lse) std::transform(r.lse.begin(), r.lse.end(), p.lse, [](double x) { return float(x); });
 }
+}  // namespace detail
 
 void attention(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                const MutableTensor& out, const Options& options, const ExtraOutputs& extra) {
   const detail::Problem p = detail::make_problem(q, k, v, &out, options, extra);
   const Target t = options.target == Target::automatic ? best_target() : options.target;
   if (t != Target::reference) return detail::run_kernel(t, p);
-
-  // The reference computes into its own buffers first, so output is written only on success.
-  const ReferenceResult r = detail::reference_compute(p, Precision::fp64);
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t h = 0; h < p.Hq; ++h)
-      for (int64_t i = 0; i < p.Lq; ++i) {
-        const int64_t row = (b * p.Hq + h) * p.Lq + i;
-        float* o = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
-        for (int64_t c = 0; c < p.Dv; ++c) o[c] = float(r.out[row * p.Dv + c]);
-      }
-  if (p.weights) std::transform(r.weights.begin(), r.weights.end(), p.weights, [](double x) { return float(x); });
-  if (p.lse) std::transform(r.lse.begin(), r.lse.end(), p.lse, [](double x) { return float(x); });
+  detail::run_reference(p);
 }
 
 }  // namespace maskattn

@@ -12,13 +12,8 @@
 #include "dispatch/targets.hpp"
 #include "mask/row_keys.hpp"
 #include "maskattn/maskattn.hpp"
-#include "maskattn/reference.hpp"
 
 namespace maskattn {
-
-namespace detail {
-ReferenceResult reference_compute(const Problem& p, Precision precision);
-}  // namespace detail
 
 uint16_t float_to_half(float x) noexcept {
   uint32_t bits;
@@ -312,16 +307,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   p.key_ring = 0;
   p.ks = {H * Lk * m.D(), Lk * m.D(), m.D()};
   p.vs = {H * Lk * m.Dv(), Lk * m.Dv(), m.Dv()};
-  const ReferenceResult r = detail::reference_compute(p, Precision::fp64);
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t h = 0; h < p.Hq; ++h)
-      for (int64_t i = 0; i < p.Lq; ++i) {
-        const int64_t rw = (b * p.Hq + h) * p.Lq + i;
-        float* dst = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
-        for (int64_t c = 0; c < p.Dv; ++c) dst[c] = float(r.out[size_t(rw * p.Dv + c)]);
-      }
-  if (p.weights) std::transform(r.weights.begin(), r.weights.end(), p.weights, [](double x) { return float(x); });
-  if (p.lse) std::transform(r.lse.begin(), r.lse.end(), p.lse, [](double x) { return float(x); });
+  detail::run_reference(p);
 }
 
 }  // namespace maskattn

@@ -21,9 +21,14 @@ void attention_avx512(const Problem& p);
 #if defined(MASKATTN_WITH_SIMD128)
 void attention_simd128(const Problem& p);
 #endif
+#if defined(MASKATTN_WITH_NEON64)
+void attention_neon64(const Problem& p);
+#endif
 
 // Runs the kernel of target t (not `automatic`, not `reference`).
 void run_kernel(Target t, const Problem& p);
+// Runs the float64 reference on a validated problem and writes its outputs (core/attention.cpp).
+void run_reference(const Problem& p);
 // "scalar, sse2, avx2" etc.
 std::string compiled_targets_string();
 
