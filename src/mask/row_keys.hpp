@@ -47,7 +47,11 @@ inline RowKeys row_keys(const Problem& p, int64_t b, int64_t i) {
   if (p.causal) hi = std::min(hi, d + 1);
   if (p.window_left >= 0) lo = std::max(lo, d - p.window_left);
   if (p.window_right >= 0) hi = std::min(hi, d + p.window_right + 1);
-  r.lo = std::max<int64_t>(lo, 0);
+  // lo may lie past the valid keys (a window left of a diagonal beyond kLen, top-left): clamp it
+  // so that an empty main interval never reaches beyond kLen either. Callers read keys up to
+  // last_exclusive() (the decode kernel's key chunks): with lo unclamped, a row whose prefix kept
+  // it non-empty made them read K and V rows past Lk (found by tests/fuzz).
+  r.lo = std::min(std::max<int64_t>(lo, 0), klen);
   r.hi = std::max(hi, r.lo);
   // The prefix only widens a rule that restricts keys (causal or window).
   if (p.prefix > 0 && (p.causal || p.has_window())) r.prefix_end = std::min(p.prefix, klen);
