@@ -21,7 +21,7 @@ std::vector<std::string> expected_targets() {
 
 maskattn::Target by_name(const std::string& name) {
   for (auto t : {maskattn::Target::scalar, maskattn::Target::sse2, maskattn::Target::avx2,
-                 maskattn::Target::avx512, maskattn::Target::simd128})
+                 maskattn::Target::avx512, maskattn::Target::simd128, maskattn::Target::neon64})
     if (name == maskattn::target_name(t)) return t;
   ADD_FAILURE() << "unknown target " << name;
   return maskattn::Target::scalar;
@@ -48,6 +48,8 @@ TEST(Build, AutomaticPicksTheWidestAvailable) {
   const auto expected = expected_targets();
   const bool simd_build = std::find(expected.begin(), expected.end(), "simd128") != expected.end();
   EXPECT_EQ(std::string(maskattn::target_name(best)), simd_build ? "simd128" : "scalar");
+#elif defined(__aarch64__)
+  EXPECT_EQ(std::string(maskattn::target_name(best)), "neon64");
 #else
   for (auto t : {maskattn::Target::avx512, maskattn::Target::avx2, maskattn::Target::sse2}) {
     if (maskattn::target_available(t)) {
@@ -57,5 +59,19 @@ TEST(Build, AutomaticPicksTheWidestAvailable) {
   }
 #endif
 }
+
+#if defined(__aarch64__)
+// NEON is part of the aarch64 baseline, so an aarch64 build must carry the neon64 kernel and every
+// aarch64 CPU must run it. MASKATTN_EXPECTED_TARGETS alone would not catch a build whose CMake never
+// added the kernel (the list would then say "scalar" too): this checks against the architecture.
+TEST(Build, Aarch64CarriesTheNeon64Kernel) {
+  const auto expected = expected_targets();
+  EXPECT_TRUE(std::find(expected.begin(), expected.end(), "neon64") != expected.end())
+      << "configured kernels: " << MASKATTN_EXPECTED_TARGETS;
+  EXPECT_TRUE(maskattn::target_available(maskattn::Target::neon64));
+  EXPECT_EQ(maskattn::target_lanes(maskattn::Target::neon64), 4);
+  EXPECT_EQ(std::string(maskattn::target_name(maskattn::best_target())), "neon64");
+}
+#endif
 
 }  // namespace

@@ -118,7 +118,7 @@ class Rng {
 // the oracle, not a subject, and `automatic` is one of the others.
 inline const std::vector<Target>& kernel_targets() {
   static const std::vector<Target> targets = {Target::scalar, Target::sse2, Target::avx2,
-                                              Target::avx512, Target::simd128};
+                                              Target::avx512, Target::simd128, Target::neon64};
   return targets;
 }
 

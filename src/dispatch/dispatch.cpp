@@ -1,6 +1,7 @@
 // Run-time dispatch. Native x86 builds carry sse2, avx2+fma and avx512f kernels and pick the widest
 // the CPU (and OS) supports, using xsimd's cpuid; WebAssembly is a compile-time target (SIMD128 or
-// scalar build), as there is no run-time feature detection inside a module.
+// scalar build), as there is no run-time feature detection inside a module; aarch64 builds carry
+// the neon64 kernel, which every aarch64 CPU runs (NEON is baseline there).
 #include <string>
 
 #include "dispatch/targets.hpp"
@@ -35,6 +36,9 @@ bool compiled_in(Target t) {
 #if defined(MASKATTN_WITH_SIMD128)
     case Target::simd128: return true;
 #endif
+#if defined(MASKATTN_WITH_NEON64)
+    case Target::neon64: return true;
+#endif
     default: return false;
   }
 }
@@ -60,7 +64,7 @@ bool cpu_supports(Target t) {
 bool target_available(Target t) noexcept { return compiled_in(t) && cpu_supports(t); }
 
 Target best_target() noexcept {
-  for (Target t : {Target::avx512, Target::avx2, Target::sse2, Target::simd128})
+  for (Target t : {Target::avx512, Target::avx2, Target::sse2, Target::simd128, Target::neon64})
     if (target_available(t)) return t;
   return Target::scalar;
 }
@@ -74,6 +78,7 @@ const char* target_name(Target t) noexcept {
     case Target::avx2: return "avx2";
     case Target::avx512: return "avx512";
     case Target::simd128: return "simd128";
+    case Target::neon64: return "neon64";
   }
   return "unknown";
 }
@@ -92,7 +97,7 @@ int decode_max_rows() noexcept { return detail::kDecodeMaxRows; }
 
 int target_lanes(Target t) noexcept {
   switch (t) {
-    case Target::sse2: case Target::simd128: return 4;
+    case Target::sse2: case Target::simd128: case Target::neon64: return 4;
     case Target::avx2: return 8;
     case Target::avx512: return 16;
     case Target::automatic: return target_lanes(best_target());
@@ -118,13 +123,16 @@ void run_kernel(Target t, const Problem& p) {
 #if defined(MASKATTN_WITH_SIMD128)
     case Target::simd128: return attention_simd128(p);
 #endif
+#if defined(MASKATTN_WITH_NEON64)
+    case Target::neon64: return attention_neon64(p);
+#endif
     default: return attention_scalar(p);
   }
 }
 
 std::string compiled_targets_string() {
   std::string s;
-  for (Target t : {Target::scalar, Target::sse2, Target::avx2, Target::avx512, Target::simd128})
+  for (Target t : {Target::scalar, Target::sse2, Target::avx2, Target::avx512, Target::simd128, Target::neon64})
     if (compiled_in(t)) s += (s.empty() ? "" : ", ") + std::string(target_name(t));
   return s;
 }

@@ -61,8 +61,13 @@ class PrefillAttention {
   //   WebAssembly (12 usable: V8 keeps an XMM register and mul+add needs a temporary): 2 x 4 with
   //   128-key tiles; in Node 20, 3x2, 4x2, 3x3, 2x3, 1x8 and 64-key tiles were 4-40% slower.
   //   Scalar: 4 x 4.
+  //   AArch64 NEON (32 registers, 4 lanes): 8 x 2. 12 x 2 fits on paper (24 + 2 loads + 1), but
+  //   g++ 12 then keeps the broadcasts of fmla-by-element in vector registers too and stores all
+  //   24 accumulators to the stack on every step of the Q·Kᵀ loop (12 stp per 24 fmla) and spills
+  //   in P·V; 16 accumulators compile clean (objdump). Not yet measured on ARM hardware.
   static constexpr bool kWasmTuning = S::kRegisters < 16;
-  static constexpr int MR = S::kRegisters >= 32 ? 12 : W == 1 ? 4 : kWasmTuning ? 2 : 6;
+  static constexpr bool kNeonTuning = S::kRegisters >= 32 && W == 4;
+  static constexpr int MR = kNeonTuning ? 8 : S::kRegisters >= 32 ? 12 : W == 1 ? 4 : kWasmTuning ? 2 : 6;
   static constexpr int NV = W == 1 ? 4 : kWasmTuning ? 4 : 2;
   static constexpr int PANEL = NV * W;            // keys per packed K panel
   static constexpr int KT = kWasmTuning ? 128 : 64;  // keys per tile
@@ -239,6 +244,7 @@ class PrefillAttention {
   // Q rows of the super-block, stored per register block transposed, [D][MR], so that the Q·Kᵀ
   // micro-tile broadcasts q[r][d] from constant offsets. Rows past Lq are zeros.
   void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0, int n_blocks) {
+    if (p_.D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
     const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
     for (int r = 0; r < n_blocks * MR; ++r) {
       float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;

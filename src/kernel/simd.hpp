@@ -15,6 +15,9 @@
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
+#if defined(__wasm_relaxed_simd__)
+#include <wasm_simd128.h>
+#endif
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
@@ -52,6 +55,9 @@ struct Simd {
   // keeps one as scratch, and without FMA every product needs a temporary: budget fewer there.
 #if defined(__wasm__)
   static constexpr int kRegisters = 12;
+#elif defined(__aarch64__)
+  // AArch64: 32 128-bit vector registers (v0-v31), and FMA is baseline.
+  static constexpr int kRegisters = 32;
 #else
   static constexpr int kRegisters = W >= 16 ? 32 : 16;
 #endif
@@ -59,9 +65,13 @@ struct Simd {
   static V load(const float* p) { return V::load_unaligned(p); }
   static void store(float* p, const V& x) { x.store_unaligned(p); }
   static V splat(float x) { return V(x); }
-  // W IEEE halves to W floats: F16C / AVX-512 conversion where there is one, else integer
+  // W IEEE halves to W floats: F16C / AVX-512 / NEON conversion where there is one, else integer
   // unpacking (SSE2, and SIMD128 through Emscripten's SSE headers).
   static V load(const uint16_t* p) {
+#if defined(__aarch64__) && defined(__ARM_NEON)
+    // fcvtl: exact for every half (subnormals too); a signalling NaN comes out quiet, as with F16C.
+    if constexpr (W == 4) return V(vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))));
+#endif
 #if defined(__AVX512F__)
     if constexpr (W == 16) return V(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
 #endif
@@ -87,7 +97,17 @@ struct Simd {
     const V f = xsimd::select(scaled >= V(65536.0f), special, scaled);
     return xsimd::bitwise_cast<V>(xsimd::bitwise_cast<I>(f) | sign);
   }
+#if defined(__wasm_relaxed_simd__)
+  // Relaxed SIMD: f32x4.relaxed_madd, a fused multiply-add where the CPU has one (x64 with FMA3,
+  // ARM64), mul + add elsewhere; either way within the contract's error bound. (xsimd's fma on
+  // SIMD128 is always mul + add.) The last bits may differ between engines and CPUs. Relaxed
+  // min/max/laneselect are not used: their NaN and -0 results are engine-defined.
+  static V fma(const V& a, const V& b, const V& c) {
+    return V(__m128(wasm_f32x4_relaxed_madd(v128_t(__m128(a)), v128_t(__m128(b)), v128_t(__m128(c)))));
+  }
+#else
   static V fma(const V& a, const V& b, const V& c) { return xsimd::fma(a, b, c); }
+#endif
   static V select(const M& m, const V& a, const V& b) { return xsimd::select(m, a, b); }
   static V abs(const V& x) { return xsimd::abs(x); }
   static V tanh(const V& x) { return xsimd::tanh(x); }
@@ -145,8 +165,15 @@ struct Simd {
     p = xsimd::fma(p, r, V(c1));
     p = xsimd::fma(p, r, V(1.0f));
     // t's low mantissa bits hold k = round(x); shifting by 23 moves k into the exponent field.
+#if defined(__aarch64__) && defined(__ARM_NEON)
+    // xsimd 8.1's NEON bitwise_cast goes through a table of function pointers, which g++ 12 leaves
+    // as two calls per exp2 (objdump): reinterpret directly.
+    const I scale_bits = (I(vreinterpretq_s32_f32(t)) << 23) + I(127 << 23);
+    return p * V(vreinterpretq_f32_s32(scale_bits));
+#else
     const I scale_bits = (xsimd::bitwise_cast<I>(t) << 23) + I(127 << 23);
     return p * xsimd::bitwise_cast<V>(scale_bits);
+#endif
   }
 };
 #endif

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Installs the library from BUILD_DIR into a scratch prefix, builds the README's C++ example as a
 # separate CMake project with find_package(maskattn CONFIG), and runs it.
+# Cross builds add TOOLCHAIN_FILE and an EMULATOR command: the consumer is configured with the same
+# toolchain, finds the package through maskattn_DIR (a cross toolchain confines searches to its
+# sysroot), and runs under the emulator.
+#   run.sh BUILD_DIR SOURCE_DIR [TOOLCHAIN_FILE [EMULATOR ARGS...]]
 set -euo pipefail
-build_dir="$1" source_dir="$2"
+build_dir="$1" source_dir="$2" toolchain="${3:-}"
+emulator=("${@:4}")
 work="$build_dir/consumer-test"
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
@@ -12,9 +17,11 @@ for name in cpp cpp-cache; do
   awk -v m="<!-- example: $name -->" '$0 == m {f=1; next} f && /^```cpp/{g=1; next} g && /^```/{exit} g' \
     "$source_dir/README.md" > "$work/$name.cpp"
   [ -s "$work/$name.cpp" ] || { echo "no '$name' example found in README.md"; exit 1; }
+  cross=()
+  [ -z "$toolchain" ] || cross=(-DCMAKE_TOOLCHAIN_FILE="$toolchain" -Dmaskattn_DIR="$(echo "$work"/prefix/lib*/cmake/maskattn)")
   cmake -S "$source_dir/tests/consumer" -B "$work/build-$name" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_SOURCE="$work/$name.cpp" >/dev/null
+    -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_SOURCE="$work/$name.cpp" "${cross[@]}" >/dev/null
   cmake --build "$work/build-$name" >/dev/null
   echo "== README example '$name'"
-  "$work/build-$name/consumer"
+  "${emulator[@]}" "$work/build-$name/consumer"
 done
