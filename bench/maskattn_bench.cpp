@@ -243,7 +243,7 @@ int main(int argc, char** argv) {
       bool found = false;
       for (maskattn::Target t : {maskattn::Target::automatic, maskattn::Target::reference, maskattn::Target::scalar,
                                  maskattn::Target::sse2, maskattn::Target::avx2, maskattn::Target::avx512,
-                                 maskattn::Target::simd128})
+                                 maskattn::Target::simd128, maskattn::Target::neon64})
         if (name == maskattn::target_name(t)) target = t, found = true;
       if (!found || !maskattn::target_available(target)) {
         std::fprintf(stderr, "target '%s' is not available here\n", name.c_str());

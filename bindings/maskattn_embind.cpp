@@ -8,8 +8,11 @@
 // are named by integer handles; kvAppend/kvAttend take the same args block as attention().
 #include <emscripten/bind.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <malloc.h>
 #include <memory>
 #include <new>
 #include <string>
@@ -24,7 +27,9 @@ namespace {
 // callArgsLayout(). (Embind value_object conversion cost ~20 us per call, most of a small call.)
 // Addresses are byte offsets into wasm memory (0 = absent); each tensor's own logical dims
 // [B, H, L, D] are passed so that the library's validation sees any mismatch; layout 0 = bhld,
-// 1 = blhd. Mask shapes are already 4-D (JS pads them). Sizes are element counts.
+// 1 = blhd. Mask shapes are already 4-D (JS pads them). Sizes are element counts: the real length
+// of the block JS copied each array into (never derived from a shape here), so the library checks
+// every view, mask and span against the memory that is really there.
 // KV cache calls use the same block: kvAppend reads k, v (with `half` = 1 when they are raw IEEE
 // halves) and `counts`; kvAttend reads everything attention() reads but k and v (the cache holds
 // them; kL is the cache's key axis, max(lengths), which sizes key segments).
@@ -34,7 +39,9 @@ namespace {
   X(align) X(keyLengths) X(queryLengths) X(allowed) X(allowedB) X(allowedH) X(allowedLq)        \
   X(allowedLk) X(bias) X(biasB) X(biasH) X(biasLq) X(biasLk) X(windowLeft) X(windowRight)       \
   X(prefix) X(querySegments) X(keySegments) X(alibiSlopes) X(softcap) X(fullyMasked)            \
-  X(weights) X(weightsSize) X(lse) X(lseSize) X(stats) X(half) X(counts)
+  X(weights) X(weightsSize) X(lse) X(lseSize) X(stats) X(half) X(counts) X(allowedSize) X(biasSize)    \
+  X(keyLengthsSize) X(queryLengthsSize) X(querySegmentsSize) X(keySegmentsSize) X(alibiSlopesSize)  \
+  X(countsSize) X(threads)
 
 struct CallArgs {
 #define MASKATTN_FIELD(name) double name;
@@ -55,7 +62,19 @@ std::string g_error_message, g_error_argument;
 
 template <class T>
 T* at(double address) { return reinterpret_cast<T*>(uintptr_t(address)); }
-int32_t i32(double x) { return int32_t(x); }
+// A dimension, size or count: JS passes safe integers; anything else (NaN, beyond 2^62) becomes a
+// value the library rejects by name, never an out-of-range conversion (undefined behaviour, a trap
+// in wasm).
+int64_t whole(double x) {
+  constexpr double kLimit = 4611686018427387904.0;  // 2^62
+  if (x >= -kLimit && x <= kLimit) return int64_t(x);
+  return x > 0 ? int64_t(1) << 62 : -(int64_t(1) << 62);
+}
+// A span's element count (a size_t): negative or absurd counts cannot come from JS; 0 if they do.
+size_t elements(double x) {
+  const int64_t n = whole(x);
+  return n > 0 ? size_t(n) : 0;
+}
 
 CallArgs read_args(uint32_t address) {
   CallArgs a;
@@ -74,27 +93,37 @@ maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   if (a.hasScale != 0) o.scale = float(a.scale);
   o.causal = a.causal != 0;
   o.align = a.align == 1 ? Align::top_left : Align::bottom_right;
-  if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), size_t(i32(a.qB)));
-  if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), size_t(i32(a.qB)));
-  if (a.allowed) o.allowed = make_mask(at<const uint8_t>(a.allowed), i32(a.allowedB), i32(a.allowedH), i32(a.allowedLq), i32(a.allowedLk));
-  if (a.bias) o.bias = make_mask(at<const float>(a.bias), i32(a.biasB), i32(a.biasH), i32(a.biasLq), i32(a.biasLk));
-  o.window = Window{int64_t(a.windowLeft), int64_t(a.windowRight)};
-  o.prefix = int64_t(a.prefix);
-  if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), size_t(i32(a.qB)) * size_t(i32(a.qL)));
-  if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), size_t(i32(a.qB)) * size_t(i32(a.kL)));
-  if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), size_t(i32(a.qH)));
+  if (a.keyLengths) o.key_lengths = Span<int32_t>(at<const int32_t>(a.keyLengths), elements(a.keyLengthsSize));
+  if (a.queryLengths) o.query_lengths = Span<int32_t>(at<const int32_t>(a.queryLengths), elements(a.queryLengthsSize));
+  if (a.allowed)
+    o.allowed = make_mask(at<const uint8_t>(a.allowed), whole(a.allowedB), whole(a.allowedH), whole(a.allowedLq),
+                          whole(a.allowedLk), whole(a.allowedSize));
+  if (a.bias)
+    o.bias = make_mask(at<const float>(a.bias), whole(a.biasB), whole(a.biasH), whole(a.biasLq), whole(a.biasLk),
+                       whole(a.biasSize));
+  o.window = Window{whole(a.windowLeft), whole(a.windowRight)};
+  o.prefix = whole(a.prefix);
+  if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), elements(a.querySegmentsSize));
+  if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), elements(a.keySegmentsSize));
+  if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), elements(a.alibiSlopesSize));
+  // A softcap that is not 0 but rounds to 0 in float would silently turn the cap off: passed on as
+  // the smallest subnormal, which the library rejects (JS checks first and names the value).
   o.softcap = float(a.softcap);
+  if (a.softcap > 0 && o.softcap == 0) o.softcap = std::numeric_limits<float>::denorm_min();
   o.fully_masked = a.fullyMasked == 1 ? FullyMasked::nan : a.fullyMasked == 2 ? FullyMasked::uniform : FullyMasked::zero;
   if (a.stats) o.stats = stats;
+  // Most threads to use (0 = absent: 1). JS never asks for more than the module's worker pool
+  // holds, and the library's cost model may use fewer (Stats::threads_used).
+  if (a.threads >= 1) o.threads = int(std::min(a.threads, 1024.0));
   return o;
 }
 
 maskattn::ExtraOutputs extra_of(const CallArgs& a) {
   maskattn::ExtraOutputs extra;
   extra.weights = at<float>(a.weights);
-  extra.weights_size = a.weights ? int64_t(a.weightsSize) : -1;
+  extra.weights_size = a.weights ? whole(a.weightsSize) : -1;
   extra.lse = at<float>(a.lse);
-  extra.lse_size = a.lse ? int64_t(a.lseSize) : -1;
+  extra.lse_size = a.lse ? whole(a.lseSize) : -1;
   return extra;
 }
 
@@ -104,6 +133,7 @@ void write_stats(const CallArgs& a, const maskattn::Stats& stats) {
   s[0] = double(stats.tiles_skipped);
   s[1] = double(stats.tiles_full);
   s[2] = double(stats.tiles_mixed);
+  s[3] = double(stats.threads_used);
 }
 
 // Runs body(), turning every exception into a status code and the error's argument and message
@@ -134,11 +164,11 @@ int attention(uint32_t args) {
   using namespace maskattn;
   return guarded("the WebAssembly heap cannot hold this problem's scratch space", [&] {
     const Layout layout = layout_of(a);
-    const ConstTensor q = make_tensor(at<const float>(a.q), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.qD), int64_t(a.qSize));
-    const ConstTensor k = make_tensor(at<const float>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize));
-    const ConstTensor v = make_tensor(at<const float>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize));
+    const ConstTensor q = make_tensor(at<const float>(a.q), layout, whole(a.qB), whole(a.qH), whole(a.qL), whole(a.qD), whole(a.qSize));
+    const ConstTensor k = make_tensor(at<const float>(a.k), layout, whole(a.kB), whole(a.kH), whole(a.kL), whole(a.kD), whole(a.kSize));
+    const ConstTensor v = make_tensor(at<const float>(a.v), layout, whole(a.vB), whole(a.vH), whole(a.vL), whole(a.vD), whole(a.vSize));
     // The output follows q (batch, heads, queries) and v (value dim); the library checks it too.
-    const MutableTensor out = make_tensor(at<float>(a.out), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.vD), int64_t(a.outSize));
+    const MutableTensor out = make_tensor(at<float>(a.out), layout, whole(a.qB), whole(a.qH), whole(a.qL), whole(a.vD), whole(a.outSize));
     Stats stats;
     maskattn::attention(q, k, v, out, options_of(a, &stats), extra_of(a));
     write_stats(a, stats);
@@ -167,13 +197,13 @@ double kv_create(double batch, double kv_heads, double capacity, double head_dim
   uint32_t handle = 0;
   const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
     KVCacheConfig config;
-    config.batch = int64_t(batch);
-    config.kv_heads = int64_t(kv_heads);
-    config.capacity = int64_t(capacity);
-    config.head_dim = int64_t(head_dim);
-    config.value_dim = int64_t(value_dim);
-    config.dtype = dtype == 1 ? KVType::f16 : KVType::f32;
-    config.window = int64_t(window);
+    config.batch = whole(batch);
+    config.kv_heads = whole(kv_heads);
+    config.capacity = whole(capacity);
+    config.head_dim = whole(head_dim);
+    config.value_dim = whole(value_dim);
+    config.dtype = dtype == 1 ? KVType::f16 : dtype == 0 ? KVType::f32 : static_cast<KVType>(-1);  // the library names a bad one
+    config.window = whole(window);
     auto cache = std::make_unique<KVCache>(config);
     if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
     handle = g_next_handle++;
@@ -192,14 +222,14 @@ int kv_append(uint32_t handle, uint32_t args) {
     KVCache& cache = cache_of(handle);
     const Layout layout = layout_of(a);
     Span<int32_t> counts;
-    if (a.counts) counts = Span<int32_t>(at<const int32_t>(a.counts), size_t(cache.config().batch));
+    if (a.counts) counts = Span<int32_t>(at<const int32_t>(a.counts), elements(a.countsSize));
     if (a.half != 0) {
-      cache.append(make_tensor(at<const uint16_t>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize)),
-                   make_tensor(at<const uint16_t>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize)),
+      cache.append(make_tensor(at<const uint16_t>(a.k), layout, whole(a.kB), whole(a.kH), whole(a.kL), whole(a.kD), whole(a.kSize)),
+                   make_tensor(at<const uint16_t>(a.v), layout, whole(a.vB), whole(a.vH), whole(a.vL), whole(a.vD), whole(a.vSize)),
                    counts);
     } else {
-      cache.append(make_tensor(at<const float>(a.k), layout, i32(a.kB), i32(a.kH), i32(a.kL), i32(a.kD), int64_t(a.kSize)),
-                   make_tensor(at<const float>(a.v), layout, i32(a.vB), i32(a.vH), i32(a.vL), i32(a.vD), int64_t(a.vSize)),
+      cache.append(make_tensor(at<const float>(a.k), layout, whole(a.kB), whole(a.kH), whole(a.kL), whole(a.kD), whole(a.kSize)),
+                   make_tensor(at<const float>(a.v), layout, whole(a.vB), whole(a.vH), whole(a.vL), whole(a.vD), whole(a.vSize)),
                    counts);
     }
   });
@@ -212,8 +242,8 @@ int kv_attend(uint32_t handle, uint32_t args) {
   return guarded("the WebAssembly heap cannot hold this problem's scratch space", [&] {
     const KVCache& cache = cache_of(handle);
     const Layout layout = layout_of(a);
-    const ConstTensor q = make_tensor(at<const float>(a.q), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.qD), int64_t(a.qSize));
-    const MutableTensor out = make_tensor(at<float>(a.out), layout, i32(a.qB), i32(a.qH), i32(a.qL), i32(a.vD), int64_t(a.outSize));
+    const ConstTensor q = make_tensor(at<const float>(a.q), layout, whole(a.qB), whole(a.qH), whole(a.qL), whole(a.qD), whole(a.qSize));
+    const MutableTensor out = make_tensor(at<float>(a.out), layout, whole(a.qB), whole(a.qH), whole(a.qL), whole(a.vD), whole(a.outSize));
     Stats stats;
     cache.attend(q, out, options_of(a, &stats), extra_of(a));
     write_stats(a, stats);
@@ -243,6 +273,19 @@ double kv_byte_length(uint32_t handle) {
   return it == g_caches.end() ? -1 : double(it->second->byte_length());
 }
 
+// The library's limits, for JavaScript's own checks (one source: maskattn::max_buffer_bytes(),
+// maskattn::max_sequence_length()).
+emscripten::val limits() {
+  auto info = emscripten::val::object();
+  info.set("maxBytes", double(maskattn::max_buffer_bytes()));
+  info.set("maxSequenceLength", double(maskattn::max_sequence_length()));
+  return info;
+}
+
+// Bytes of the wasm heap in use (allocated by malloc and not freed): the endurance and leak tests
+// measure it before and after many calls.
+double heap_in_use() { return double(uint32_t(mallinfo().uordblks)); }
+
 std::string last_error_message() { return g_error_message; }
 std::string last_error_argument() { return g_error_argument; }
 
@@ -252,6 +295,18 @@ emscripten::val backend() {
   info.set("simd", t == maskattn::Target::simd128);
   info.set("arch", std::string(maskattn::target_name(t)));
   info.set("lanes", maskattn::target_lanes(t));
+  // Whether this module was built with pthreads (JS reports its pool's size as `threads`) and
+  // whether its SIMD128 kernel uses relaxed SIMD (f32x4.relaxed_madd).
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  info.set("pthreads", true);
+#else
+  info.set("pthreads", false);
+#endif
+#if defined(MASKATTN_RELAXED_SIMD_BUILD)
+  info.set("relaxed", true);
+#else
+  info.set("relaxed", false);
+#endif
   info.set("threads", 1);
   info.set("version", std::string(maskattn::version()));
   return info;
@@ -267,6 +322,8 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("lastErrorArgument", &last_error_argument);
   function("backend", &backend);
   function("callArgsLayout", &call_args_layout);
+  function("limits", &limits);
+  function("heapInUse", &heap_in_use);
   function("kvCreate", &kv_create);
   function("kvDestroy", &kv_destroy);
   function("kvAppend", &kv_append);

@@ -600,7 +600,8 @@ async function loadBuild(value) {
   const be = ma.backend;
   el.backend.dataset.state = 'ready';
   el.backend.dataset.arch = be.arch;
-  el.backend.textContent = `ma.backend: ${be.arch} · ${be.lanes} lane${be.lanes > 1 ? 's' : ''} · ${be.threads} thread${be.threads > 1 ? 's' : ''} · maskattn ${be.version}`;
+  el.backend.textContent = `ma.backend: ${be.arch} · ${be.lanes} lane${be.lanes > 1 ? 's' : ''} · ${be.threads} thread${be.threads > 1 ? 's' : ''}` +
+    `${be.relaxed ? ' · relaxed SIMD' : ''} · maskattn ${be.version}`;
   demo.backend = be;
 }
 

@@ -1,5 +1,6 @@
-// The benchmark behind the speed panel: the same attention timed with maskattn's SIMD128 build,
-// its scalar build, and a plain JavaScript implementation. Runs in a worker (perf-worker.js), or on
+// The benchmark behind the speed panel: the same attention timed with maskattn's SIMD128 build on
+// one thread and on all its threads (the threaded build, on a cross-origin isolated page), its
+// scalar build, and a plain JavaScript implementation. Runs in a worker (perf-worker.js), or on
 // the main thread as a fallback, yielding between runs so progress can be shown.
 
 import { rng, normal } from './embedding.js';
@@ -53,7 +54,7 @@ export function flops({ B, H, Lq, Lk, D }, causal) {
 const sleep = () => new Promise((ok) => setTimeout(ok, 0));
 
 /**
- * Times the three implementations. builds: { simd: MaskAttn, scalar: MaskAttn }.
+ * Times the implementations. builds: { simd: MaskAttn (threaded or not), scalar: MaskAttn }.
  * onProgress(fraction, label) is called often; returns { shape, causal, results: [...] }.
  */
 export async function runBenchmark(builds, shape, { causal = true, budgetMs = 400, maxReps = 2000, onProgress = () => {}, seed = 7 } = {}) {
@@ -63,11 +64,15 @@ export async function runBenchmark(builds, shape, { causal = true, budgetMs = 40
   const k = Float32Array.from({ length: B * H * Lk * D }, g);
   const v = Float32Array.from({ length: B * H * Lk * D }, g);
   const work = flops(shape, causal);
+  const simd = builds.simd?.backend;
+  const simdLabel = `maskattn, WebAssembly SIMD128${simd?.relaxed ? ' + relaxed SIMD (FMA)' : ''}`;
   const impls = [
-    { id: 'simd', label: 'maskattn, WebAssembly SIMD128', ma: builds.simd },
-    { id: 'scalar', label: 'maskattn, WebAssembly scalar', ma: builds.scalar },
+    { id: 'simd', label: `${simdLabel}, 1 thread`, ma: builds.simd, threads: 1 },
+    // The same module with every thread it has (the library runs as many as pay off).
+    { id: 'threads', label: `${simdLabel}, ${simd?.threads} threads`, ma: simd?.threads > 1 ? builds.simd : null, threads: simd?.threads },
+    { id: 'scalar', label: 'maskattn, WebAssembly scalar', ma: builds.scalar, threads: 1 },
     { id: 'js', label: 'plain JavaScript (float32 loops)', ma: null },
-  ].filter((impl) => impl.id === 'js' || impl.ma);  // no SIMD128 in this engine: skip that row
+  ].filter((impl) => impl.id === 'js' || impl.ma);  // no SIMD128 or no threads here: skip those rows
   const results = [];
   let reference = null;
   for (let n = 0; n < impls.length; n++) {
@@ -80,7 +85,8 @@ export async function runBenchmark(builds, shape, { causal = true, budgetMs = 40
       ws.q.set(q);
       ws.k.set(k);
       ws.v.set(v);
-      call = () => ws.run({ causal });
+      const options = { causal, threads: impl.threads };
+      call = () => ws.run(options);
       output = () => ws.output.slice();
     } else {
       const out = new Float32Array(B * H * Lq * D);

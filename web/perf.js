@@ -1,5 +1,6 @@
-// The speed panel: times the chosen shape with the SIMD128 build, the scalar build and plain JS,
-// in a Web Worker (progress bar while it runs), and shows the speed-ups.
+// The speed panel: times the chosen shape with the SIMD128 build (1 thread, and N threads where the
+// page is cross-origin isolated), the scalar build and plain JS, in a Web Worker (progress bar while
+// it runs), and shows the speed-ups.
 
 import { runBenchmark } from './perf-core.js';
 import { full } from './heatmap.js';
@@ -61,6 +62,7 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     const js = results.find((r) => r.id === 'js');
     const scalar = results.find((r) => r.id === 'scalar');
     const simd = results.find((r) => r.id === 'simd');
+    const threads = results.find((r) => r.id === 'threads');
     els.table.replaceChildren();
     const maxG = Math.max(...results.map((r) => r.gflops));
     for (const r of results) {
@@ -97,11 +99,13 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     if (simd && js) parts.push(`SIMD128 is ${(js.medianMs / simd.medianMs).toFixed(1)}× faster than plain JS`);
     if (simd && scalar) parts.push(`${(scalar.medianMs / simd.medianMs).toFixed(1)}× faster than the scalar build`);
     if (!simd && scalar && js) parts.push(`the scalar build is ${(js.medianMs / scalar.medianMs).toFixed(1)}× faster than plain JS (this engine has no SIMD128)`);
+    if (simd && threads) parts.push(`${backend.threads} threads run at ${(simd.medianMs / threads.medianMs).toFixed(2)}× the speed of 1`);
+    else if (simd) parts.push(backend.threads > 1 ? '' : 'one thread: threads need a cross-origin isolated page (COOP/COEP headers)');
     const strong = document.createElement('strong');
-    strong.textContent = `${parts.join(', ')}.`;
+    strong.textContent = `${parts.filter(Boolean).join(', ')}.`;
     els.summary.replaceChildren(strong, ` ${describeShape(result.shape)}, ${result.causal ? 'causal' : 'no mask'}, ` +
       `${(result.flops / 1e6).toFixed(1)} MFLOP per call; the median of repeated runs in a worker ` +
-      `(backend ${backend.arch}, ${backend.threads} thread${backend.threads > 1 ? 's' : ''}).`);
+      `(build ${backend.build}, ${backend.threads} thread${backend.threads > 1 ? 's' : ''}).`);
     els.status.textContent = 'Done.';
     els.root.dataset.state = 'done';
     onResult?.(result);

@@ -2,7 +2,9 @@
 // imports 'maskattn' by name), a tiny HTTP server on 127.0.0.1 serves the built files, headless
 // Chromium (playwright-core, /usr/bin/chromium) loads the page, which runs causal GQA attention
 // and writes the numbers into the DOM. The test checks them against the float64 reference, and
-// that the page had no console errors, no failed requests, and ran the SIMD128 build.
+// that the page had no console errors, no failed requests, and ran the SIMD128 build: the relaxed
+// one on one thread as served plainly, the relaxed threaded one (Web Workers started from the
+// bundled worker script) when served cross-origin isolated (COOP/COEP headers).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -23,8 +25,10 @@ const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '
 let outDir;
 let server;
 let origin;
+let isolatedServer;
+let isolatedOrigin;
 let browser;
-const served = [];        // { url, status, type }
+const served = [];        // { url, status, type, isolated }
 const buildWarnings = [];
 
 before(async () => {
@@ -39,7 +43,7 @@ before(async () => {
     },
   });
   // Static files of the build, nothing else; every request is recorded.
-  server = createServer((req, res) => {
+  const serve = (isolated) => (req, res) => {
     const url = new URL(req.url, 'http://127.0.0.1');
     const rel = decodeURIComponent(url.pathname === '/' ? '/index.html' : url.pathname);
     const file = path.join(outDir, path.normalize(rel));
@@ -48,27 +52,39 @@ before(async () => {
     if (!file.startsWith(outDir + path.sep) || !statSync(file, { throwIfNoEntry: false })?.isFile()) status = 404;
     else body = readFileSync(file);
     const type = TYPES[path.extname(file)] ?? 'application/octet-stream';
-    served.push({ url: url.pathname, status, type });
-    res.writeHead(status, { 'Content-Type': status === 200 ? type : 'text/plain', 'Cache-Control': 'no-store' });
+    served.push({ url: url.pathname, status, type, isolated });
+    const isolation = isolated ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {};
+    res.writeHead(status, { 'Content-Type': status === 200 ? type : 'text/plain', 'Cache-Control': 'no-store', ...isolation });
     res.end(body ?? 'not found');
-  });
+  };
+  server = createServer(serve(false));
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   origin = `http://127.0.0.1:${server.address().port}`;
+  isolatedServer = createServer(serve(true));
+  await new Promise((resolve) => isolatedServer.listen(0, '127.0.0.1', resolve));
+  isolatedOrigin = `http://127.0.0.1:${isolatedServer.address().port}`;
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
 });
 
 after(async () => {
   await browser?.close();
   await new Promise((resolve) => (server ? server.close(resolve) : resolve()));
+  await new Promise((resolve) => (isolatedServer ? isolatedServer.close(resolve) : resolve()));
   if (outDir) rmSync(outDir, { recursive: true, force: true });
 });
 
-test('Vite bundles the package: both builds emitted as assets', () => {
+test('Vite bundles the package: every build emitted as assets (threaded builds: their worker scripts too)', () => {
   const assets = readdirSync(path.join(outDir, 'assets'));
   console.log(`vite output: ${assets.join(', ')}`);
   if (buildWarnings.length) console.log(`vite warnings:\n  ${buildWarnings.join('\n  ')}`);
-  for (const re of [/^maskattn-simd.*\.wasm$/, /^maskattn-scalar.*\.wasm$/, /^maskattn-simd.*\.m?js$/, /^maskattn-scalar.*\.m?js$/])
-    assert.ok(assets.some((a) => re.test(a)), `an asset matching ${re}`);
+  for (const build of ['simd', 'scalar', 'simd-relaxed', 'simd-threads', 'simd-relaxed-threads']) {
+    for (const ext of ['wasm', 'mjs'])
+      assert.ok(assets.some((a) => new RegExp(`^maskattn-${build}-[^.]+\\.${ext}$`).test(a)), `maskattn-${build} .${ext} emitted`);
+    if (build.endsWith('threads'))
+      assert.ok(assets.some((a) => new RegExp(`^maskattn-${build}\\.worker-[^.]+\\.js$`).test(a)), `maskattn-${build}.worker.js emitted (not inlined)`);
+  }
+  // The Node-only CommonJS glue is reached through a computed path: bundlers for the web leave it out.
+  assert.ok(!assets.some((a) => a.includes('.node')), 'no Node glue in a web bundle');
   assert.ok(!buildWarnings.some((w) => w.startsWith('error:')), 'no build errors');
 });
 
@@ -90,6 +106,9 @@ test('the bundled page runs causal attention in Chromium: right numbers, SIMD128
     assert.equal(r.backend.simd, true, 'Chromium has SIMD128: the SIMD build runs');
     assert.equal(r.backend.arch, 'simd128');
     assert.equal(r.backend.lanes, 4);
+    assert.equal(r.isolated, false);
+    assert.equal(r.backend.build, 'maskattn-simd-relaxed', 'not isolated: the single-threaded (relaxed) build');
+    assert.equal(r.threadsUsed, 1);
 
     const t = (x) => ({ data: Float32Array.from(x.data), shape: x.shape });
     const ref = referenceAttention(t(r.inputs.q), t(r.inputs.k), t(r.inputs.v), r.options);
@@ -101,12 +120,43 @@ test('the bundled page runs causal attention in Chromium: right numbers, SIMD128
     assert.ok(ref.weights.data[6] === 0 && ref.weights.data[2] > 0);
 
     // Only the SIMD build was fetched, with the right content types.
-    const wasm = served.filter((s) => s.url.endsWith('.wasm'));
+    const wasm = served.filter((s) => s.url.endsWith('.wasm') && !s.isolated);
     assert.equal(wasm.length, 1, `one wasm fetched: ${JSON.stringify(wasm)}`);
     assert.match(wasm[0].url, /maskattn-simd/);
     assert.equal(wasm[0].type, 'application/wasm');
     for (const s of served.filter((x) => /\.m?js$/.test(x.url))) assert.equal(s.type, 'text/javascript');
     assert.ok(served.every((s) => s.status === 200), `every request served: ${JSON.stringify(served)}`);
+  } finally {
+    await page.close();
+  }
+});
+
+test('served cross-origin isolated, the bundled page runs the threaded build on 2 threads', async () => {
+  const page = await browser.newPage();
+  const problems = [];
+  page.on('console', (msg) => { if (msg.type() === 'error' || msg.type() === 'warning') problems.push(`console ${msg.type()}: ${msg.text()}`); });
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
+  page.on('requestfailed', (req) => problems.push(`request failed: ${req.url()} ${req.failure()?.errorText}`));
+  page.on('response', (res) => { if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${res.url()}`); });
+  try {
+    await page.goto(`${isolatedOrigin}/`, { waitUntil: 'load' });
+    await page.waitForFunction(() => document.getElementById('status')?.textContent !== 'loading', null, { timeout: 30_000 });
+    const status = await page.textContent('#status');
+    assert.equal(status, 'done', `page status: ${status}; ${problems.join('; ')}`);
+    const r = JSON.parse(await page.textContent('#result'));
+    assert.deepEqual(problems, [], 'no console errors or warnings, page errors or failed requests');
+    assert.equal(r.isolated, true);
+    const cores = Math.min(await page.evaluate(() => navigator.hardwareConcurrency), 16);
+    assert.equal(r.backend.build, cores > 1 ? 'maskattn-simd-relaxed-threads' : 'maskattn-simd-relaxed');
+    assert.equal(r.backend.threads, cores);
+    if (cores > 1) {
+      assert.equal(r.threadsUsed, 2, 'the bundled workers ran');
+      assert.ok(served.some((s) => s.isolated && /maskattn-simd-relaxed-threads\.worker-[^.]+\.js$/.test(s.url)), 'the worker script was fetched');
+    }
+    assert.equal(r.sameAcrossThreads, true);
+    const t = (x) => ({ data: Float32Array.from(x.data), shape: x.shape });
+    const ref = referenceAttention(t(r.inputs.q), t(r.inputs.k), t(r.inputs.v), r.options);
+    assert.equal(mismatch(r.output.data, ref.output.data, { atol: 1e-5 }), null, 'output');
   } finally {
     await page.close();
   }

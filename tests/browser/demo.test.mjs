@@ -118,7 +118,7 @@ test('the server sends the page with a strict CSP, isolation headers and only th
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type'), /^text\/html/);
   assert.equal(page.headers.get('content-security-policy'),
-    "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'");
+    "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; connect-src 'self'; worker-src 'self'; frame-ancestors 'none'");
   assert.equal(page.headers.get('cross-origin-opener-policy'), 'same-origin');
   assert.equal(page.headers.get('cross-origin-embedder-policy'), 'require-corp');
   assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+\/web\/$/);
@@ -336,7 +336,7 @@ test('the custom mask toggles a cell by click and by keyboard', async () => {
   assert.deepEqual(problems.slice(before), []);
 });
 
-test('the performance panel times SIMD128, scalar and plain JS, with progress', async () => {
+test('the performance panel times SIMD128 (1 and N threads), scalar and plain JS, with progress', async () => {
   const before = problems.length;
   const page = await openDemo();
   // A long run can be stopped.
@@ -354,7 +354,9 @@ test('the performance panel times SIMD128, scalar and plain JS, with progress', 
   await page.waitForSelector('#perf[data-state="done"]', { timeout: 40000 });
   assert.equal(await page.isHidden('#perf-progress'), true);
   const rows = await page.$$eval('#perf-table tr', (trs) => trs.map((tr) => ({ id: tr.dataset.impl, ms: Number(tr.dataset.ms), text: tr.textContent })));
-  assert.deepEqual(rows.map((r) => r.id), ['simd', 'scalar', 'js']);
+  // This page is cross-origin isolated: SIMD128 on 1 thread and on all of them (threaded build).
+  const threads = await page.evaluate(() => window.__maskattnDemo.backend.threads);
+  assert.deepEqual(rows.map((r) => r.id), threads > 1 ? ['simd', 'threads', 'scalar', 'js'] : ['simd', 'scalar', 'js']);
   for (const r of rows) assert.ok(r.ms > 0 && Number.isFinite(r.ms), `${r.id}: ${r.ms} ms`);
   assert.match(await page.locator('#perf-summary').textContent(), /SIMD128 is [\d.]+× faster than plain JS, [\d.]+× faster than the scalar build/);
   const result = await page.evaluate(() => window.__maskattnDemo.perf);

@@ -1,6 +1,6 @@
 // The npm package as users get it: `npm pack`, check what the tarball holds, install it into an
-// empty project, import 'maskattn' there and run a small attention (both builds), and type-check a
-// TypeScript file against the installed types.
+// empty project, import 'maskattn' there and run a small attention (every build, the threaded and
+// relaxed ones included), and type-check a TypeScript file against the installed types.
 //
 // `npm pack --ignore-scripts`: the package's `prepack` rebuilds the wasm (1-2 minutes); the test
 // runner (scripts/test-js.sh) has just built dist/, so the test packs what is there.
@@ -43,7 +43,7 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
   console.log(`tarball ${packed.filename}: ${packed.size} bytes packed, ${packed.unpackedSize} bytes unpacked, ${files.length} files`);
   for (const f of packed.files) console.log(`  ${f.path.padEnd(28)} ${String(f.size).padStart(8)} bytes`);
 
-  const allowed = [/^js\/[^/]+\.(js|d\.ts)$/, /^dist\/[^/]+\.(mjs|wasm)$/, /^package\.json$/, /^README(\.md)?$/i,
+  const allowed = [/^js\/[^/]+\.(js|d\.ts)$/, /^dist\/[^/]+\.(mjs|wasm|worker\.js|node\.cjs|node\.worker\.cjs)$/, /^package\.json$/, /^README(\.md)?$/i,
     /^docs\/semantics\.md$/, /^LICEN[CS]E(\.md|\.txt)?$/i];
   const unexpected = files.filter((f) => !allowed.some((re) => re.test(f)));
   assert.deepEqual(unexpected, [], 'files that should not ship');
@@ -51,14 +51,20 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
     assert.ok(!files.some((f) => banned.test(f)), `nothing matching ${banned}`);
   const required = ['package.json', 'README.md', 'docs/semantics.md', 'js/index.js', 'js/index.d.ts',
     'dist/maskattn-simd.mjs', 'dist/maskattn-simd.wasm', 'dist/maskattn-scalar.mjs', 'dist/maskattn-scalar.wasm', ...pkg.files];
+  // Every build: ES-module glue + .wasm; threaded builds add the browser worker script and the Node glue.
+  for (const build of ['simd-relaxed', 'simd-threads', 'simd-relaxed-threads']) {
+    required.push(`dist/maskattn-${build}.mjs`, `dist/maskattn-${build}.wasm`);
+    if (build.endsWith('threads')) required.push(`dist/maskattn-${build}.worker.js`, `dist/maskattn-${build}.node.cjs`, `dist/maskattn-${build}.node.worker.cjs`);
+  }
   for (const f of new Set(required)) assert.ok(files.includes(f), `${f} is in the tarball`);
   // Every file the package's own entry points name must ship.
   for (const target of [pkg.main, pkg.types, pkg.exports['.'].types, pkg.exports['.'].import, pkg.exports['.'].default])
     assert.ok(files.includes(path.posix.normalize(target)), `${target} (named in package.json) ships`);
-  assert.ok(packed.size < 1_000_000, `tarball is small (${packed.size} bytes)`);
+  // Five builds of ~450 KB of wasm each (gzip takes them to about a third): ~0.9 MB in all.
+  assert.ok(packed.size < 1_500_000, `tarball is reasonably small (${packed.size} bytes)`);
 });
 
-test('installed into an empty project: import "maskattn" and run attention (both builds)', () => {
+test('installed into an empty project: import "maskattn" and run attention (every build)', () => {
   const app = path.join(work, 'app');
   execFileSync('mkdir', ['-p', app]);
   writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true, type: 'module' }, null, 2));
@@ -77,14 +83,19 @@ test('installed into an empty project: import "maskattn" and run attention (both
     const k = { data: Float32Array.from([1, 0, 0, 1, -1, 0.5]), shape: [1, 1, 3, 2] };
     const v = { data: Float32Array.from([1, 2, 3, 4, 5, 6]), shape: [1, 1, 3, 2] };
     const out = { resolved: import.meta.resolve('maskattn'), version };
-    for (const simd of [true, false]) {
-      const ma = await init({ simd });
+    const builds = {
+      simd: { simd: true, relaxed: false, threads: 1 }, scalar: { simd: false }, relaxed: { relaxed: true, threads: 1 },
+      threads: { relaxed: false, threads: 2 }, 'relaxed-threads': { relaxed: true, threads: 2 }, auto: {},
+    };
+    for (const [build, options] of Object.entries(builds)) {
+      const ma = await init(options);
       const r = ma.attention(q, k, v, { causal: true, returnLse: true });
-      out[simd ? 'simd' : 'scalar'] = { backend: { ...ma.backend }, output: Array.from(r.output.data), lse: Array.from(r.lse.data) };
+      out[build] = { backend: { ...ma.backend }, output: Array.from(r.output.data), lse: Array.from(r.lse.data) };
     }
     console.log(JSON.stringify(out));
   `);
-  const run = spawnSync(process.execPath, ['run.mjs'], { cwd: app, encoding: 'utf8', timeout: 60_000 });
+  // Node 20 runs relaxed SIMD behind this flag (Node 22+ and Chromium need none).
+  const run = spawnSync(process.execPath, ['--experimental-wasm-relaxed-simd', 'run.mjs'], { cwd: app, encoding: 'utf8', timeout: 60_000 });
   assert.equal(run.status, 0, `the consumer script failed:\n${run.stdout}${run.stderr}`);
   const out = JSON.parse(run.stdout);
   assert.ok(fileURLToPath(out.resolved).startsWith(path.join(app, 'node_modules', 'maskattn')), `resolved from the installed copy: ${out.resolved}`);
@@ -95,9 +106,14 @@ test('installed into an empty project: import "maskattn" and run attention (both
   const ref = referenceAttention(t([1, 0, 0, 1, 1, 1]), t([1, 0, 0, 1, -1, 0.5]), t([1, 2, 3, 4, 5, 6]), { causal: true });
   // Row 0 sees only key 0: exactly v[0] = (1, 2).
   assert.deepEqual(Array.from(ref.output.data.slice(0, 2)), [1, 2]);
-  for (const build of ['simd', 'scalar']) {
-    assert.equal(out[build].backend.simd, build === 'simd');
-    assert.equal(out[build].backend.arch, build === 'simd' ? 'simd128' : 'scalar');
+  const expected = {
+    simd: 'maskattn-simd', scalar: 'maskattn-scalar', relaxed: 'maskattn-simd-relaxed', threads: 'maskattn-simd-threads',
+    'relaxed-threads': 'maskattn-simd-relaxed-threads', auto: 'maskattn-simd-relaxed-threads',
+  };
+  for (const [build, name] of Object.entries(expected)) {
+    assert.equal(out[build].backend.build, name, build);
+    assert.equal(out[build].backend.simd, build !== 'scalar');
+    assert.equal(out[build].backend.arch, build !== 'scalar' ? 'simd128' : 'scalar');
     // 1e-5: fp32 kernel vs f64 reference on unit-scale inputs (the contract's bound).
     assert.equal(mismatch(out[build].output, ref.output.data, { atol: 1e-5 }), null, `${build} output`);
     assert.equal(mismatch(out[build].lse, ref.lse.data, { atol: 1e-5 }), null, `${build} lse`);

@@ -18,8 +18,16 @@ async function main() {
   const v = tensor([1, 1, 7, 8], 3);
   const options = { causal: true, returnLse: true };
   const r = ma.attention(q, k, v, options);
+  // A problem big enough for threads to pay off: on a cross-origin isolated page the threaded build
+  // runs it on 2 threads (its Web Workers load the bundled glue and worker script).
+  const big = tensor([1, 4, 256, 64], 4);
+  const one = ma.attention(big, big, big, { causal: true, threads: 1 });
+  const two = ma.attention(big, big, big, { causal: true, threads: 2, returnStats: true });
   result.textContent = JSON.stringify({
     backend: { ...ma.backend },
+    isolated: globalThis.crossOriginIsolated === true,
+    threadsUsed: two.stats.threadsUsed,
+    sameAcrossThreads: one.output.data.every((x, i) => Object.is(x, two.output.data[i])),
     inputs: { q: { data: Array.from(q.data), shape: q.shape }, k: { data: Array.from(k.data), shape: k.shape }, v: { data: Array.from(v.data), shape: v.shape } },
     options: { causal: true },
     output: { data: Array.from(r.output.data), shape: r.output.shape },
