@@ -8,23 +8,45 @@ export interface Tensor<T extends ArrayBufferView = Float32Array> {
   dims?: readonly number[];
 }
 
+/** The WebAssembly builds the package ships; `init()` picks one (see the README). */
+export type BuildName = 'maskattn-scalar' | 'maskattn-simd' | 'maskattn-simd-relaxed' | 'maskattn-simd-threads' | 'maskattn-simd-relaxed-threads';
+
 export interface Backend {
-  /** Whether the SIMD128 build is running. */
+  /** Whether a SIMD128 build is running. */
   readonly simd: boolean;
+  /** Whether its kernel uses relaxed SIMD (fused multiply-add, f32x4.relaxed_madd). */
+  readonly relaxed: boolean;
   /** The kernel: 'simd128' or 'scalar'. */
   readonly arch: string;
   /** Float lanes per vector (4 for SIMD128, 1 for scalar). */
   readonly lanes: number;
+  /** Most threads a call may use: the threaded build's worker pool plus the calling thread; 1 otherwise. */
   readonly threads: number;
+  /** Which build was loaded. */
+  readonly build: BuildName;
   readonly version: string;
 }
 
 export interface InitOptions {
   /** 'auto' (default) picks SIMD128 when the engine has it; true requires it; false uses the scalar build. */
   simd?: 'auto' | boolean;
-  /** Where to load a .wasm file from (name is 'maskattn-simd.wasm' or 'maskattn-scalar.wasm'). */
-  locateFile?: (file: string, build: 'maskattn-simd' | 'maskattn-scalar') => string;
-  /** The .wasm bytes of the chosen build, for environments without fetch. */
+  /**
+   * 'auto' (default) picks the relaxed-SIMD build (fused multiply-add) when the engine validates it;
+   * true requires it; false uses the plain SIMD128 build. (Node 20: --experimental-wasm-relaxed-simd.)
+   */
+  relaxed?: 'auto' | boolean;
+  /**
+   * Most threads (the calling thread included): 'auto' (default) = the cores the engine reports
+   * (navigator.hardwareConcurrency, os.availableParallelism()), at most 16, where threads can run
+   * (Node, cross-origin isolated pages); elsewhere, or with 1, the single-threaded build loads.
+   */
+  threads?: 'auto' | number;
+  /**
+   * Where to load a file of the build from: '<build>.wasm', and '<build>.worker.js' for the
+   * threaded builds in browsers.
+   */
+  locateFile?: (file: string, build: BuildName) => string;
+  /** The .wasm bytes of the chosen build, for environments without fetch (pass simd, relaxed and threads explicitly). */
   wasmBinary?: ArrayBuffer | Uint8Array;
 }
 
@@ -64,6 +86,11 @@ export interface MaskOptions {
   fullyMasked?: FullyMaskedPolicy;
   /** Also return the tile counters of the kernel. */
   returnStats?: boolean;
+  /**
+   * Most threads for this call (default: `backend.threads`, all the module has; larger counts are
+   * capped to it). The library runs as many as pay off for the problem's size (stats.threadsUsed).
+   */
+  threads?: number;
 }
 
 export interface AttentionOptions extends MaskOptions {
@@ -77,6 +104,8 @@ export interface Stats {
   tilesSkipped: number;
   tilesFull: number;
   tilesMixed: number;
+  /** Threads the call ran on. */
+  threadsUsed: number;
 }
 
 export interface AttentionResult {
@@ -191,18 +220,31 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
   dispose(): void;
 }
 
+/** The library's limits (from the WebAssembly module: one source for C++ and JavaScript). */
+export interface Limits {
+  /** Most bytes one buffer (tensor, mask, output, cache storage) may need: 2^31 - 1 in wasm32. */
+  readonly maxBytes: number;
+  /** Longest sequence (Lq, Lk, a cache's positions): 2^23. */
+  readonly maxSequenceLength: number;
+}
+
 export declare class MaskAttn {
   readonly backend: Backend;
+  readonly limits: Limits;
   attention(q: Tensor, k: Tensor, v: Tensor, options?: AttentionOptions): AttentionResult;
   createWorkspace(shapes: WorkspaceShapes): Workspace;
   /** A KV cache in wasm memory; `dispose()` it when done. */
   createKVCache<T extends KVDtype = 'float32'>(config: KVCacheOptions<T>): KVCache<T>;
 }
 
-/** Loads the module once per build; later calls return the same instance. */
+/** Loads the module once per build and thread count; later calls return the same instance. */
 export declare function init(options?: InitOptions): Promise<MaskAttn>;
 /** Whether this engine supports WebAssembly SIMD128. */
 export declare function simdSupported(): boolean;
+/** Whether this engine supports WebAssembly relaxed SIMD (the relaxed builds). */
+export declare function relaxedSimdSupported(): boolean;
+/** Whether the threaded builds can run here (Node; cross-origin isolated pages and their workers). */
+export declare function threadsSupported(): boolean;
 
 export declare class MaskAttnTypeError extends TypeError {
   readonly argument: string;

@@ -11,15 +11,14 @@
 // Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`), from ./errors.js.
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
 
-/** The longest sequence a helper accepts (maskattn's limit: 2^23). */
-const MAX_LENGTH = 2 ** 23;
-const MAX_BYTES = 2 ** 32;  // wasm32 memory: a larger mask could never be passed to attention
+// The helpers build plain JavaScript arrays and keep no copy of the library's limits (sequence
+// length, bytes per buffer): attention() checks a mask against them (MaskAttn.limits); here only
+// what JavaScript itself can allocate bounds a mask.
 const ALIGNS = new Set(['bottom-right', 'top-left']);
 
-
-function length(x, name, max = MAX_LENGTH) {
+function length(x, name) {
   if (typeof x !== 'number') throw new MaskAttnTypeError(name, `must be a number, given ${describe(x)}`);
-  if (!Number.isInteger(x) || x < 0 || x > max) throw new MaskAttnRangeError(name, `must be an integer in [0, ${max}], given ${x}`);
+  if (!Number.isSafeInteger(x) || x < 0) throw new MaskAttnRangeError(name, `must be a non-negative integer, given ${x}`);
   return x;
 }
 
@@ -28,7 +27,7 @@ function alignOf(options) {
   if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object such as { align: 'top-left' }, given ${describe(options)}`);
   for (const key of Object.keys(options))
     if (key !== 'align') throw new MaskAttnTypeError('options', `unknown option '${key}' (known: align)`);
-  const align = options.align ?? 'bottom-right';
+  const align = (Object.hasOwn(options, 'align') ? options.align : undefined) ?? 'bottom-right';  // own: never inherited
   if (!ALIGNS.has(align)) throw new MaskAttnTypeError('align', `must be 'bottom-right' or 'top-left', given ${describe(align)}`);
   return align;
 }
@@ -43,14 +42,12 @@ function integers(x, name) {
   return x;
 }
 
-// A typed array of n elements; a size wasm memory could not hold is a RangeError naming `name`.
+// A typed array of n elements; a size JavaScript cannot allocate is a RangeError naming `name`.
 function allocate(Type, n, name) {
-  if (n * Type.BYTES_PER_ELEMENT >= MAX_BYTES)
-    throw new MaskAttnRangeError(name, `the mask needs ${n * Type.BYTES_PER_ELEMENT} bytes, more than WebAssembly memory can hold`);
   try {
     return new Type(n);
   } catch (error) {
-    throw new MaskAttnRangeError('memory', `out of memory: could not allocate ${n * Type.BYTES_PER_ELEMENT} bytes (${error.message})`);
+    throw new MaskAttnRangeError(name, `the mask needs ${n * Type.BYTES_PER_ELEMENT} bytes, more than JavaScript could allocate (${error.message})`);
   }
 }
 

@@ -1,14 +1,22 @@
 #!/usr/bin/env node
 // A zero-dependency static server for the maskattn demo page.
 //
-//   node scripts/serve.mjs [--port N]      (or PORT=N; default 8080, the next free port if taken)
+//   node scripts/serve.mjs [--port N] [--no-isolation]   (or PORT=N; default 8080, the next free port if taken)
 //
 // Serves only web/, js/, dist/ and docs/semantics.md of the repository, on 127.0.0.1, with a strict
-// Content-Security-Policy (no inline scripts, no eval; 'wasm-unsafe-eval' lets WebAssembly compile)
-// and cross-origin isolation headers. Tests import it: `const { url, close } = await start({ port: 0 })`.
+// Content-Security-Policy (no inline scripts, no eval; 'wasm-unsafe-eval' lets WebAssembly compile;
+// no framing: frame-ancestors 'none'). Requests must name this server in their Host header
+// (127.0.0.1 or localhost, with its port): a DNS-rebinding page, whose requests carry its own host
+// name, gets 421. Paths are decoded once and normalised; anything outside those folders, and any
+// symbolic link that leads out of them, is 404
+// and cross-origin isolation headers (COOP same-origin + COEP require-corp: the page is
+// crossOriginIsolated, so SharedArrayBuffer exists and maskattn's threaded build runs). Without
+// isolation (--no-isolation, or any page requested with ?isolation=off) the page gets maskattn's
+// single-threaded build: how a site without those headers sees it.
+// Tests import it: `const { url, close } = await start({ port: 0 })`.
 
 import { createServer } from 'node:http';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, realpath, stat } from 'node:fs/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
 
@@ -16,7 +24,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const HOST = '127.0.0.1';
 
 export const CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; " +
-  "img-src 'self' data:; connect-src 'self'; worker-src 'self'";
+  "img-src 'self' data:; connect-src 'self'; worker-src 'self'; frame-ancestors 'none'";
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -37,13 +45,13 @@ const MIME = {
 const DIRS = ['web', 'js', 'dist'];
 const FILES = ['docs/semantics.md'];
 
-function headers(extra = {}) {
+function headers(extra = {}, isolate = true) {
   return {
     'Content-Security-Policy': CSP,
-    'Cross-Origin-Opener-Policy': 'same-origin',
-    'Cross-Origin-Embedder-Policy': 'require-corp',
+    ...(isolate ? { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' } : {}),
     'Cross-Origin-Resource-Policy': 'same-origin',
     'X-Content-Type-Options': 'nosniff',
+    'X-Frame-Options': 'DENY',  // frame-ancestors for browsers that predate it
     'Referrer-Policy': 'no-referrer',
     'Cache-Control': 'no-cache',
     ...extra,
@@ -72,15 +80,41 @@ function resolve(urlPath, root) {
   if (!DIRS.includes(top) && !FILES.includes(rel)) return null;
   const file = path.join(root, rel);
   if (!file.startsWith(root + path.sep)) return null;
-  return file;
+  return { file, top: DIRS.includes(top) ? top : null };
 }
 
-async function handle(req, res, root) {
+// The file itself once symbolic links are followed, or null when they lead out of the folder it
+// was asked from (or, for a single file, anywhere at all).
+async function confine(found, root) {
+  let real;
+  try {
+    real = await realpath(found.file);
+  } catch {
+    return null;
+  }
+  if (!found.top) return real === path.join(await realpath(root), path.relative(root, found.file)) ? real : null;
+  const base = await realpath(path.join(root, found.top));
+  return real.startsWith(base + path.sep) ? real : null;
+}
+
+// Whether the Host header names this server: 127.0.0.1 or localhost, with its port (or none).
+function hostAllowed(host, port) {
+  if (typeof host !== 'string') return false;
+  const m = /^(127\.0\.0\.1|localhost)(?::(\d{1,5}))?$/i.exec(host);
+  return m !== null && (m[2] === undefined || Number(m[2]) === port);
+}
+
+async function handle(req, res, root, isolate) {
+  if (!hostAllowed(req.headers.host, req.socket.localPort))
+    return send(res, 421, 'misdirected request: this server answers to 127.0.0.1 and localhost only\n');
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.setHeader('Allow', 'GET, HEAD');
     return send(res, 405, 'method not allowed\n');
   }
+  // Origin-form targets only ("/path"): not "http://host/path", "//host/path" or "*".
+  if (!req.url.startsWith('/') || req.url.startsWith('//')) return send(res, 400, 'bad request target\n');
   const url = new URL(req.url, `http://${HOST}`);
+  const isolated = isolate && url.searchParams.get('isolation') !== 'off';
   if (url.pathname === '/') {
     res.writeHead(302, headers({ Location: '/web/', 'Content-Length': 0 }));
     return res.end();
@@ -93,7 +127,8 @@ async function handle(req, res, root) {
     res.writeHead(204, headers({ 'Content-Length': 0 }));
     return res.end();
   }
-  const file = resolve(url.pathname, root);
+  const found = resolve(url.pathname, root);
+  const file = found && (await confine(found, root));
   if (!file) return send(res, 404, 'not found\n');
   let info;
   try {
@@ -104,7 +139,7 @@ async function handle(req, res, root) {
   if (!info.isFile()) return send(res, 404, 'not found\n');
   const type = MIME[path.extname(file).toLowerCase()] ?? 'application/octet-stream';
   const body = await readFile(file);
-  res.writeHead(200, headers({ 'Content-Type': type, 'Content-Length': body.length }));
+  res.writeHead(200, headers({ 'Content-Type': type, 'Content-Length': body.length }, isolated));
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
@@ -128,9 +163,10 @@ function listen(server, port) {
  * Starts the server. port: a number (0 = any free port); when that port is taken the next free one
  * is used (up to 100 tries). Returns { url, port, close() }, url being the demo page's address.
  */
-export async function start({ port = 8080, root = ROOT, quiet = true } = {}) {
+export async function start({ port = 8080, root: rootGiven = ROOT, quiet = true, isolate = true } = {}) {
+  const root = path.resolve(rootGiven);
   const server = createServer((req, res) => {
-    handle(req, res, root).catch((error) => {
+    handle(req, res, root, isolate).catch((error) => {
       if (!res.headersSent) send(res, 500, 'internal error\n');
       else res.destroy();
       if (!quiet) console.error(error);
@@ -173,8 +209,9 @@ function parsePort(argv, env) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const port = parsePort(process.argv.slice(2), process.env);
-  const { url, close } = await start({ port, quiet: false });
-  console.log(`maskattn demo: ${url}`);
+  const isolate = !process.argv.includes('--no-isolation');
+  const { url, close } = await start({ port, quiet: false, isolate });
+  console.log(`maskattn demo: ${url}${isolate ? '' : ' (not cross-origin isolated: single-threaded build)'}`);
   const stop = () => close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test of maskattn: native gtest per dispatch target, the sanitizer build, the installed
-# package consumer, the WebAssembly SIMD128 and scalar builds under Node, and (when present) the
-# JavaScript package and browser tests. Prints one "N passed, N failed" line at the end.
+# package consumer, the aarch64 (neon64) cross build under qemu, the WebAssembly SIMD128, scalar,
+# relaxed-SIMD and threaded builds under Node, and (when present) the JavaScript package and browser
+# tests. Prints one "N passed, N failed" line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -26,6 +27,18 @@ run() {
   [ "$status" -eq 0 ] || echo "FAILED: $*"
   return 0
 }
+# Runs a GoogleTest binary, then reports its counts as ctest does (for run()'s totals).
+gtest() {
+  local out status
+  out=$(mktemp)
+  "$@" >"$out" 2>&1
+  status=$?
+  cat "$out"
+  awk '/^\[  PASSED  \] [0-9]+ test/ {p = $4} /^\[  FAILED  \] [0-9]+ test/ {f = $4}
+       END {printf "%d tests failed out of %d\n", f, p + f}' "$out"
+  rm -f "$out"
+  return $status
+}
 build() {  # build DIR [cmake args...]: configure once, then build
   local dir=$1; shift
   if [[ "$dir" == *wasm* ]]; then
@@ -45,10 +58,36 @@ run build build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMASKATTN_SANITIZE=ON -D
 step "sanitizer tests"
 run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -E installed_package_consumer
 
-for mode in simd scalar; do
-  flag=$([ $mode = simd ] && echo ON || echo OFF)
+# ThreadSanitizer: the tests that run threads (test_threads.cpp: concurrent callers on shared
+# inputs and a shared KV cache, thread-count invariance on every kernel; the target-parameterised
+# ThreadCount tests). The whole suite takes about 3.5 minutes under TSan on 2 cores; this subset
+# about one minute.
+step "native build with ThreadSanitizer (build/tsan)"
+run build build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMASKATTN_BUILD_EXAMPLES=OFF \
+  "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread"
+step "ThreadSanitizer tests: concurrent calls, a shared KV cache, 1/2/3/8 threads bitwise"
+run gtest env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/maskattn_tests \
+  --gtest_filter='Threads.*:*ThreadCount*'
+
+# libFuzzer (clang-19, ASan + UBSan): bytes -> shapes, strides, options, masks, caches; every native
+# target and kernel against the float64 reference; hostile input must get ArgumentError.
+step "fuzzing for 2 minutes (scripts/fuzz.sh; findings in build/fuzz/findings/)"
+run bash -c 'if bash scripts/fuzz.sh 120; then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
+
+step "aarch64 cross build (kernels scalar, neon64) with aarch64-linux-gnu-g++"
+run build build/aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake"
+step "aarch64 tests under qemu-aarch64: the same suite on neon64 and scalar, the installed package"
+run ctest --test-dir build/aarch64 --output-on-failure
+
+# The same build directories as scripts/build-wasm.sh (which then only relinks the npm modules).
+# simd-relaxed: emcc on clang-19 (f32x4.relaxed_madd); simd-threads: pthreads, the pool on workers.
+for mode in simd scalar simd-relaxed simd-threads; do
+  simd=$([ $mode = scalar ] && echo OFF || echo ON)
+  relaxed=$([[ $mode == *relaxed* ]] && echo ON || echo OFF)
+  threads=$([[ $mode == *threads* ]] && echo ON || echo OFF)
   step "WebAssembly build ($mode) with Emscripten"
-  run build build/wasm-$mode -DCMAKE_BUILD_TYPE=Release -DMASKATTN_WASM_SIMD=$flag
+  run build build/wasm-$mode -DCMAKE_BUILD_TYPE=Release -DMASKATTN_WASM_SIMD=$simd -DMASKATTN_WASM_RELAXED=$relaxed \
+    -DMASKATTN_WASM_THREADS=$threads -DMASKATTN_BUILD_TESTS=ON -DMASKATTN_BUILD_EXAMPLES=ON
   step "WebAssembly tests ($mode) under Node"
   run ctest --test-dir build/wasm-$mode --output-on-failure
 done

@@ -159,21 +159,36 @@ KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
 KVCache::~KVCache() = default;
 
-const KVCacheConfig& KVCache::config() const noexcept { return impl_->cfg; }
-const std::vector<int32_t>& KVCache::lengths() const noexcept { return impl_->lengths; }
+// A moved-from cache holds nothing: the accessors answer "empty" (they are noexcept), every other
+// call is an ArgumentError naming the cache, never a null dereference.
+namespace {
+const KVCacheConfig kMovedFromConfig{0, 0, 0, 0, 0, KVType::f32, 0};
+const std::vector<int32_t> kNoLengths;
+}  // namespace
+
+KVCache::Impl& KVCache::live() const {
+  if (!impl_) fail("cache", "used after it was moved from (a moved-from KVCache holds no storage)");
+  return *impl_;
+}
+
+const KVCacheConfig& KVCache::config() const noexcept { return impl_ ? impl_->cfg : kMovedFromConfig; }
+const std::vector<int32_t>& KVCache::lengths() const noexcept { return impl_ ? impl_->lengths : kNoLengths; }
 int64_t KVCache::byte_length() const noexcept {
+  if (!impl_) return 0;
   const KVCacheConfig& c = impl_->cfg;
   return c.batch * c.kv_heads * c.capacity * (c.head_dim + c.value_dim) * element_bytes(c.dtype);
 }
 const void* KVCache::key_data() const noexcept {
+  if (!impl_) return nullptr;
   return impl_->cfg.dtype == KVType::f16 ? static_cast<const void*>(impl_->k16.data()) : impl_->k32.data();
 }
 const void* KVCache::value_data() const noexcept {
+  if (!impl_) return nullptr;
   return impl_->cfg.dtype == KVType::f16 ? static_cast<const void*>(impl_->v16.data()) : impl_->v32.data();
 }
 
 void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts) {
-  Impl& m = *impl_;
+  Impl& m = live();
   std::vector<int32_t> take;
   m.check_append(k, v, counts, take);
   if (m.cfg.dtype == KVType::f16) {
@@ -187,7 +202,7 @@ void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> c
 }
 
 void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
-  Impl& m = *impl_;
+  Impl& m = live();
   if (m.cfg.dtype != KVType::f16)
     fail_type("k", "raw float16 halves (uint16) need a float16 cache; this cache is float32: pass floats");
   std::vector<int32_t> take;
@@ -198,7 +213,7 @@ void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> cou
 }
 
 void KVCache::truncate(Span<int32_t> lengths) {
-  Impl& m = *impl_;
+  Impl& m = live();
   if (lengths.data == nullptr || int64_t(lengths.size) != m.cfg.batch)
     fail("lengths", cat("length must be the batch size ", m.cfg.batch, ", given ", lengths.size));
   for (int64_t b = 0; b < m.cfg.batch; ++b)
@@ -212,6 +227,7 @@ void KVCache::truncate(Span<int32_t> lengths) {
 }
 
 void KVCache::reset() noexcept {
+  if (!impl_) return;
   std::fill(impl_->lengths.begin(), impl_->lengths.end(), 0);
   std::fill(impl_->first.begin(), impl_->first.end(), 0);
 }
@@ -228,7 +244,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out) const {
 
 void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Options& options,
                      const ExtraOutputs& extra) const {
-  const Impl& m = *impl_;
+  const Impl& m = live();
   if (!options.key_lengths.empty())
     fail("key_lengths", "is implied by the cache (what each sequence holds) and must not be given");
   const int64_t B = m.cfg.batch, H = m.cfg.kv_heads, cap = m.cap();

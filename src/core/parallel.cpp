@@ -5,6 +5,11 @@
 // One job runs at a time. A call that finds the pool busy (another thread of the application is
 // inside attention) runs its units inline on its own thread instead of waiting: results are the
 // same, as they never depend on the thread count.
+//
+// WebAssembly (Emscripten pthreads): the workers are the module's Web Workers, started with it
+// (js/index.js sizes the pool; a call never asks for more threads than it has). A browser's main
+// thread may not sleep (Atomics.wait throws there, and Emscripten's futex would spin and warn), so a
+// caller on it spins instead of sleeping while the workers finish their last units.
 #include "core/parallel.hpp"
 
 #include <atomic>
@@ -14,6 +19,10 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__EMSCRIPTEN_PTHREADS__)
+#include <emscripten/threading.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -33,6 +42,15 @@ namespace {
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 
 // Spins until done() or kSpinTime has passed; returns done().
+// Whether this thread may sleep (block on a futex): not a browser's main thread.
+bool may_sleep() {
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  return !emscripten_is_main_browser_thread();
+#else
+  return true;
+#endif
+}
+
 template <class Done>
 bool spin_until(Done&& done) {
   const auto start = std::chrono::steady_clock::now();
@@ -78,7 +96,9 @@ class Pool {
     job_threads_ = threads;
     closed_.store(false);  // after the fields above: a worker that sees it open sees them
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+      if (may_sleep()) lock.lock();
+      else while (!lock.try_lock()) MASKATTN_PAUSE();  // held only for moments by a worker
       generation_.fetch_add(1);
     }
     wake_.notify_all();
@@ -87,8 +107,12 @@ class Pool {
     // counted in inside_, and one that enters after it sees closed_ and leaves.)
     closed_.store(true);
     if (!spin_until([&] { return inside_.load() == 0; })) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      done_.wait(lock, [&] { return inside_.load() == 0; });
+      if (may_sleep()) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [&] { return inside_.load() == 0; });
+      } else {
+        while (inside_.load() != 0) MASKATTN_PAUSE();
+      }
     }
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);

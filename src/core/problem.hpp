@@ -2,6 +2,7 @@
 // (validate.cpp); the kernel and the reference only read it and never re-check arguments.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -21,8 +22,14 @@ struct RowMajor3 {
 constexpr int kDecodeMaxRows = 32;
 
 // Longest sequence (Lq, Lk, a cache's positions): the kernels form key positions in fp32 lanes,
-// exact below 2^23.
-constexpr int64_t kMaxSequenceLength = int64_t(1) << 23;
+// exact below 2^23. The public maskattn::kMaxSequenceLength (maskattn.hpp), the one definition;
+// JavaScript reads it through maskattn::max_sequence_length().
+constexpr int64_t kMaxSequenceLength = maskattn::kMaxSequenceLength;
+
+// Largest buffer (in bytes) any tensor, mask, output or cache may need: half the address space
+// (2^31 - 1 in wasm32, where size_t is 32-bit), so byte counts and offsets never overflow.
+// Published as maskattn::max_buffer_bytes() (JavaScript reads it from there).
+constexpr int64_t kMaxBytes = int64_t(std::min<uint64_t>(uint64_t(INT64_MAX), uint64_t(SIZE_MAX)) / 2);
 
 struct Problem {
   // Sizes. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).

@@ -12,30 +12,29 @@
 namespace maskattn::detail {
 namespace {
 
-// Largest buffer we accept: half the address space (2 GiB in wasm32, where size_t is 32-bit).
-constexpr int64_t kMaxBytes = int64_t(std::min<uint64_t>(std::numeric_limits<int64_t>::max(),
-                                                         std::numeric_limits<size_t>::max()) / 2);
-
-// a * b, or fail naming `argument` when the product's byte count would overflow.
-int64_t checked_mul(int64_t a, int64_t b, const std::string& argument) {
+// a * b elements of `bytes` each, or fail naming `argument` when their byte count would exceed
+// kMaxBytes (problem.hpp: the one limit, also published to JavaScript).
+int64_t checked_mul(int64_t a, int64_t b, const std::string& argument, int64_t bytes = sizeof(float)) {
   int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r) || r > kMaxBytes / int64_t(sizeof(float)))
-    fail(argument, cat("size overflows: ", a, " x ", b, " elements do not fit in memory"));
+  if (__builtin_mul_overflow(a, b, &r) || r > kMaxBytes / bytes)
+    fail(argument, cat("size overflows: ", a, " x ", b, " elements do not fit in memory (at most ", kMaxBytes,
+                       " bytes per buffer)"));
   return r;
 }
-int64_t checked_add(int64_t a, int64_t b, const std::string& argument) {
+int64_t checked_add(int64_t a, int64_t b, const std::string& argument, int64_t bytes = sizeof(float)) {
   int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r) || r > kMaxBytes / int64_t(sizeof(float)))
-    fail(argument, cat("size overflows: offset ", a, " + ", b, " does not fit in memory"));
+  if (__builtin_add_overflow(a, b, &r) || r > kMaxBytes / bytes)
+    fail(argument, cat("size overflows: offset ", a, " + ", b, " does not fit in memory (at most ", kMaxBytes,
+                       " bytes per buffer)"));
   return r;
 }
 
 // Number of elements spanned by a view: 1 + largest offset it addresses (0 if it is empty).
-int64_t span_of(const int64_t* shape, const int64_t* strides, const std::string& argument) {
+int64_t span_of(const int64_t* shape, const int64_t* strides, const std::string& argument, int64_t bytes) {
   int64_t last = 0;
   for (int d = 0; d < 4; ++d) {
     if (shape[d] == 0) return 0;
-    last = checked_add(last, checked_mul(shape[d] - 1, strides[d], argument), argument);
+    last = checked_add(last, checked_mul(shape[d] - 1, strides[d], argument, bytes), argument, bytes);
   }
   return last + 1;
 }
@@ -54,11 +53,12 @@ void check_tensor(const TensorView<T>& t, const std::string& name) {
   if (t.shape[3] > 1 && t.strides[3] != 1)
     fail(name, cat("innermost (D) stride must be 1, given ", t.strides[3]));
   // Element count without strides first, so absurd shapes fail as overflow, not as a stride issue.
+  constexpr int64_t bytes = sizeof(T);
   int64_t count = 1;
   const bool empty = t.shape[0] == 0 || t.shape[1] == 0 || t.shape[2] == 0 || t.shape[3] == 0;
   if (empty) count = 0;  // an empty tensor never overflows, whatever its other dimensions
-  else for (int d = 0; d < 4; ++d) count = checked_mul(count, t.shape[d], name);
-  const int64_t span = span_of(t.shape, t.strides, name);
+  else for (int d = 0; d < 4; ++d) count = checked_mul(count, t.shape[d], name, bytes);
+  const int64_t span = span_of(t.shape, t.strides, name, bytes);
   if (count > 0 && t.data == nullptr) fail(name, cat("data is null but the shape has ", count, " elements"));
   if (t.size >= 0 && span > t.size)
     fail(name, cat("buffer too small: the view addresses ", span, " elements, size is ", t.size));
@@ -116,7 +116,7 @@ MaskView<T> check_mask(const MaskView<T>& m, const std::string& name, const int6
   }
   if (out.strides[3] != 0 && out.strides[3] != 1)
     fail(name, cat("the Lk stride must be 0 (broadcast) or 1, given ", out.strides[3]));
-  const int64_t span = span_of(m.shape, out.strides, name);
+  const int64_t span = span_of(m.shape, out.strides, name, sizeof(T));
   if (m.size >= 0 && span > m.size)
     fail(name, cat("buffer too small: the mask addresses ", span, " elements, size is ", m.size));
   return out;
@@ -204,18 +204,26 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   check_span(o.query_segments, "query_segments");
   check_span(o.key_segments, "key_segments");
   check_span(o.alibi_slopes, "alibi_slopes");
-  if (o.query_segments.empty() != o.key_segments.empty())
-    fail(o.query_segments.empty() ? "query_segments" : "key_segments",
-         "segment ids need both query_segments and key_segments");
-  if (!o.query_segments.empty()) {
-    const int64_t nq = checked_mul(p.B, p.Lq, "query_segments");
-    const int64_t nk = checked_mul(p.B, p.Lk, "key_segments");
+  if (!o.query_segments.empty() || !o.key_segments.empty()) {
+    // Segment ids on one side only would silently disable the rule, unless that side has no
+    // positions at all (B*L = 0: an empty std::vector has no data, and there is nothing to read).
+    const int64_t nq = checked_mul(p.B, p.Lq, "query_segments", sizeof(int32_t));
+    const int64_t nk = checked_mul(p.B, p.Lk, "key_segments", sizeof(int32_t));
+    if (o.query_segments.empty() && nq > 0)
+      fail("query_segments", cat("segment ids need both query_segments (B*Lq = ", nq,
+                                 " ids) and key_segments; only key_segments were given"));
+    if (o.key_segments.empty() && nk > 0)
+      fail("key_segments", cat("segment ids need both query_segments and key_segments (B*Lk = ", nk,
+                               " ids); only query_segments were given"));
     if (int64_t(o.query_segments.size) != nq)
       fail("query_segments", cat("length must be B*Lq = ", nq, ", given ", o.query_segments.size));
     if (int64_t(o.key_segments.size) != nk)
       fail("key_segments", cat("length must be B*Lk = ", nk, ", given ", o.key_segments.size));
-    p.query_segments = o.query_segments.data;
-    p.key_segments = o.key_segments.data;
+    // The kernels test query_segments and index both: a side with no positions gets a stand-in
+    // that is never read.
+    static const int32_t kNoIds[1] = {0};
+    p.query_segments = o.query_segments.empty() ? kNoIds : o.query_segments.data;
+    p.key_segments = o.key_segments.empty() ? kNoIds : o.key_segments.data;
   }
 
   if (!o.alibi_slopes.empty()) {
@@ -229,6 +237,17 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
 
   if (!std::isfinite(o.softcap) || o.softcap < 0)
     fail("softcap", cat("must be finite and >= 0 (0 = off), given ", o.softcap));
+  // Checked in the precision the kernels use: they compute scale / softcap in float, so a
+  // subnormal softcap (1e-40) or a ratio beyond FLT_MAX would turn scores into inf * 0 = NaN.
+  if (o.softcap > 0) {
+    if (o.softcap < std::numeric_limits<float>::min())
+      fail("softcap", cat("must be 0 (off) or at least ", std::numeric_limits<float>::min(),
+                          " (the smallest normal float), given ", o.softcap));
+    const float ratio = p.scale / o.softcap;
+    if (!std::isfinite(ratio))
+      fail("softcap", cat("scale / softcap = ", double(p.scale), " / ", double(o.softcap),
+                          " overflows float; use a larger softcap or a smaller scale, given ", o.softcap));
+  }
   p.softcap = o.softcap;
 
   if (o.fully_masked != FullyMasked::zero && o.fully_masked != FullyMasked::nan &&
@@ -266,15 +285,22 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   // Scratch the kernel allocates per worker (the reference has none): K and V of one head packed
   // in tiles of up to 128 keys, value rows padded to up to 64 floats. Too much for the address
   // space is the same condition as a failed allocation, and is named the same way.
-  if (out && p.D + p.Dv > 0) {
-    int64_t keys = 0, floats = 0;
-    const int64_t per_key = p.D + (p.Dv + 63) / 64 * 64;
-    if (__builtin_add_overflow(p.Lk, 128, &keys) || __builtin_mul_overflow(keys, per_key, &floats) ||
-        floats > kMaxBytes / int64_t(sizeof(float)))
-      fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x ",
-                         p.D + p.Dv, " floats) does not fit in the address space"));
+  // D and Dv may be anything here when their tensors are empty: every step is overflow-checked.
+  if (out && (p.D > 0 || p.Dv > 0)) {
+    int64_t keys = 0, floats = 0, dv_pad = 0, per_key = 0;
+    const bool overflows = __builtin_add_overflow(p.Dv, 63, &dv_pad) ||
+                           __builtin_add_overflow(p.D, dv_pad / 64 * 64, &per_key) ||
+                           __builtin_add_overflow(p.Lk, 128, &keys) || __builtin_mul_overflow(keys, per_key, &floats);
+    if (overflows || floats > kMaxBytes / int64_t(sizeof(float)))
+      fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x (D = ", p.D,
+                         " + Dv = ", p.Dv, ") floats) does not fit in the address space"));
   }
   return p;
 }
 
 }  // namespace maskattn::detail
+
+namespace maskattn {
+int64_t max_buffer_bytes() noexcept { return detail::kMaxBytes; }
+int64_t max_sequence_length() noexcept { return detail::kMaxSequenceLength; }
+}  // namespace maskattn

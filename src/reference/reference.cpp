@@ -45,11 +45,12 @@ void compute(const Problem& p, ReferenceResult& res) {
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h) {
       const int64_t hk = h / p.group;
-      const float* k = p.k + b * p.ks.b + hk * p.ks.h;
-      const float* v = p.v + b * p.vs.b + hk * p.vs.h;
+      // Empty tensors may have null data (nothing is read): no arithmetic on a null pointer.
+      const float* k = p.k ? p.k + b * p.ks.b + hk * p.ks.h : nullptr;
+      const float* v = p.v ? p.v + b * p.vs.b + hk * p.vs.h : nullptr;
       for (int64_t i = 0; i < p.Lq; ++i) {
         const int64_t row = (b * p.Hq + h) * p.Lq + i;
-        const float* q = p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l;
+        const float* q = p.q ? p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l : nullptr;
         double* out = res.out.data() + row * p.Dv;
         double* w = res.weights.data() + row * p.Lk;
         bool any = false;

@@ -8,6 +8,7 @@
 //   Where inputs are not unit-scale (huge logits, huge biases) the contract's other bound applies:
 //   at most 2x the error of a naive fp32 implementation (reference.mjs with 'f32'), never below ATOL.
 // Inputs come from a seeded generator; a failure message carries the case name and seed.
+import { BUILDS, expectedBackend } from './builds.mjs';  // first: turns on relaxed SIMD in Node 20
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -17,7 +18,8 @@ import { createServer } from 'node:http';
 import path from 'node:path';
 import { Tensor as OrtTensor } from 'onnxruntime-web';
 import {
-  init, simdSupported, version, MaskAttn, Workspace, MaskAttnTypeError, MaskAttnRangeError,
+  init, simdSupported, relaxedSimdSupported, threadsSupported, version, MaskAttn, Workspace, MaskAttnTypeError,
+  MaskAttnRangeError,
 } from 'maskattn';
 import { referenceAttention, rng, uniform, mismatch } from './reference.mjs';
 
@@ -205,10 +207,11 @@ test('init options: wasmBinary, and a failed load can be retried', async () => {
   const m = await freshModule();
   const bytes = readFileSync(new URL('../../dist/maskattn-simd.wasm', import.meta.url));
   const broken = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 99]);  // a wasm header, then garbage
-  await assert.rejects(m.init({ simd: true, wasmBinary: broken }));
-  const ma = await m.init({ simd: true, wasmBinary: bytes });
+  const plain = { simd: true, relaxed: false, threads: 1 };  // the build whose bytes these are
+  await assert.rejects(m.init({ ...plain, wasmBinary: broken }));
+  const ma = await m.init({ ...plain, wasmBinary: bytes });
   assert.equal(ma.backend.arch, 'simd128');
-  assert.equal(await m.init({ simd: true }), ma);
+  assert.equal(await m.init(plain), ma);
 });
 
 test('init options: locateFile says where the .wasm comes from', async () => {
@@ -254,9 +257,8 @@ test('engines without SIMD128: auto picks the scalar build, simd: true rejects',
   }
 });
 
-test('SIMD128 and scalar builds take the same masking decisions', async () => {
-  const simd = await init({ simd: true });
-  const scalar = await init({ simd: false });
+test('every WebAssembly build takes the same masking decisions (SIMD128, scalar, relaxed, threads)', async () => {
+  const [simd, ...others] = await Promise.all(BUILDS.map((b) => init(b.options)));
   const s = { B: 2, Hq: 4, Hkv: 2, Lq: 33, Lk: 65, D: 8, Dv: 8 };
   const { q, k, v, random } = inputs(s, 777);
   const options = {
@@ -264,25 +266,25 @@ test('SIMD128 and scalar builds take the same masking decisions', async () => {
     allowed: tensor(bits(random, s.Lq * s.Lk, 0.85), [s.Lq, s.Lk]), returnWeights: true,
   };
   const a = simd.attention(q, k, v, options);
-  const b = scalar.attention(q, k, v, options);
-  for (let n = 0; n < a.weights.data.length; ++n)
-    assert.equal(a.weights.data[n] === 0, b.weights.data[n] === 0, `weight ${n}: masked in one build only`);
-  assert.equal(mismatch(a.output.data, b.output.data, { atol: ATOL }), null);
+  for (const other of others) {
+    const b = other.attention(q, k, v, options);
+    for (let n = 0; n < a.weights.data.length; ++n)
+      assert.equal(a.weights.data[n] === 0, b.weights.data[n] === 0, `weight ${n}: masked in ${other.backend.build} only`);
+    assert.equal(mismatch(a.output.data, b.output.data, { atol: ATOL }), null, other.backend.build);
+  }
 });
 
 // ------------------------------------------------------------------------------------ per build
 
-for (const simd of [true, false]) {
-  describe(`${simd ? 'SIMD128' : 'scalar'} build`, () => {
+for (const buildInfo of BUILDS) {
+  describe(`${buildInfo.name} build`, () => {
     let ma;
     before(async () => {
-      ma = await init({ simd });
+      ma = await init(buildInfo.options);
     });
 
     test('backend fields', () => {
-      assert.deepEqual({ ...ma.backend }, simd
-        ? { simd: true, arch: 'simd128', lanes: 4, threads: 1, version }
-        : { simd: false, arch: 'scalar', lanes: 1, threads: 1, version });
+      assert.deepEqual({ ...ma.backend }, expectedBackend(buildInfo, version));
       assert.ok(Object.isFrozen(ma.backend));
     });
 
@@ -477,7 +479,7 @@ for (const simd of [true, false]) {
       assert.deepEqual(causal.output.data, plain.output.data);
       const full = ma.attention(q, k, v, { returnStats: true }).stats;
       for (const st of [causal.stats, full]) {
-        assert.deepEqual(Object.keys(st).sort(), ['tilesFull', 'tilesMixed', 'tilesSkipped']);
+        assert.deepEqual(Object.keys(st).sort(), ['threadsUsed', 'tilesFull', 'tilesMixed', 'tilesSkipped']);
         for (const x of Object.values(st)) assert.ok(Number.isInteger(x) && x >= 0);
       }
       assert.ok(causal.stats.tilesSkipped > 0, 'causal skips whole tiles above the diagonal');
@@ -582,7 +584,9 @@ for (const simd of [true, false]) {
         assert.deepEqual(ws.output, ma.attention(q, k, v, { causal: true }).output.data);
         // A view kept across growth must never silently alias other memory: it is either still
         // live or detached (length 0), in which case re-reading from the workspace is the way.
-        assert.ok(held.length === 0 || held.buffer === ws.q.buffer, 'held view: live or detached');
+        // (Shared memory, in the threaded builds, never detaches: an old view still sees the same bytes.)
+        const live = held.buffer instanceof SharedArrayBuffer ? ((ws.q[0] = 12.5), held[0] === 12.5) : held.buffer === ws.q.buffer;
+        assert.ok(held.length === 0 || live, 'held view: live or detached');
       } finally {
         big?.dispose();
         ws.dispose();
@@ -728,12 +732,46 @@ for (const simd of [true, false]) {
 
     // -------------------------------------------------------------------------------- memory
 
+    // Out of memory for real: every size below is within the library's limits (maskattn.limits:
+    // 2^31 - 1 bytes per buffer), but wasm32 memory (4 GiB) cannot hold it at that moment. fill()
+    // takes memory in blocks of 1 GiB down to 1 MiB until less than 1 MiB is left (address space
+    // only: nothing writes to the blocks, so they cost no RAM); release(size) frees one block of
+    // that size, so exactly that much room (and under 1 MiB more) is free.
+    const fill = () => {
+      const blocks = [];
+      for (let size = 2 ** 30; size >= 2 ** 20; size /= 4) {
+        for (;;) {
+          try {
+            blocks.push({ size, ws: ma.createWorkspace({ q: [1, 1, 1, 1], k: [1, 1, size / 4, 1], v: [1, 1, 1, 1] }) });
+          } catch (e) {
+            if (e.argument !== 'memory') throw e;
+            break;
+          }
+        }
+      }
+      return {
+        release(size) {
+          const i = blocks.findIndex((b) => b.size === size);
+          assert.ok(i >= 0, `no block of ${size} bytes to release`);
+          blocks.splice(i, 1)[0].ws.dispose();
+        },
+        dispose: () => blocks.forEach((b) => b.ws.dispose()),
+      };
+    };
+
     test('out of memory in attention() leaves the heap intact (no block handed out twice)', () => {
       // The failed call had already taken blocks for q, k, v and the output; they must be freed
       // exactly once. Two workspaces of those sizes must then get separate memory.
-      const n = 32767;
+      const n = 20000;
       const x = tensor(new Float32Array(n), [1, 1, n, 1]);
-      throwsArg(() => ma.attention(x, x, x, { returnWeights: true }), RangeError, 'memory', 'out of memory');
+      const full = fill();
+      try {
+        full.release(2 ** 20);  // room for q, k, v and the output (80 kB each), not for 1.6 GB of weights
+        throwsArg(() => ma.attention(x, x, x, { returnWeights: true, returnLse: true }), RangeError, 'memory',
+          `out of memory: could not allocate ${n * n * 4} bytes in WebAssembly memory`);
+      } finally {
+        full.dispose();
+      }
       const shapes = { q: [1, 1, n, 1], k: [1, 1, n, 1], v: [1, 1, n, 1] };
       const a = ma.createWorkspace(shapes);
       const b = ma.createWorkspace(shapes);
@@ -748,27 +786,49 @@ for (const simd of [true, false]) {
       }
     });
 
+    // Threaded builds too: out-of-memory near the 4 GB maximum throws std::bad_alloc above 2 GiB
+    // of wasm memory, where Emscripten 3.1.6's pthreads glue indexed the exception's refcount
+    // with a signed shift (fixed after the link: bindings/fix_exception_refcount.cmake).
     test('out of memory: RangeError, and the module stays usable', () => {
       const small = inputs({ B: 1, Hq: 2, Hkv: 1, Lq: 5, Lk: 7, D: 8, Dv: 8 }, 31337);
       const normal = () => check(ma, 'after out-of-memory', small.q, small.k, small.v, { causal: true, keyLengths: [6] });
-      // 1. attention(): weights of 32767 x 32767 floats (~4.29e9 bytes) fit the JS size check but
-      //    not in wasm memory: malloc fails, the call's other blocks are freed.
-      const n = 32767;
+      // 1. attention(): JavaScript's malloc of the weights (1.6 GB, within the limit) fails; the
+      //    call's other blocks are freed.
+      const n = 20000;
       const x = tensor(new Float32Array(n), [1, 1, n, 1]);
-      throwsArg(() => ma.attention(x, x, x, { returnWeights: true }), RangeError, 'memory', 'out of memory');
-      normal();
-      // 2. createWorkspace(): a 4.03e9-byte k cannot be had; the blocks already taken are freed.
-      throwsArg(() => ma.createWorkspace({ q: [1, 1, 1, 120], k: [1, 1, 2 ** 23, 120], v: [1, 1, 2 ** 23, 1] }), RangeError, 'memory', 'out of memory');
-      normal();
-      // 3. The C++ kernel's scratch (packed K and V, O(Lk * (D + Dv))) does not fit: std::bad_alloc
-      //    inside the library becomes a RangeError. The workspace's 2 x 1.95 GB are address space
-      //    only (nothing writes to them), and the scratch allocation fails before touching memory.
-      const Lk = 1_900_000;
-      const ws = ma.createWorkspace({ q: [1, 1, 1, 256], k: [1, 1, Lk, 256], v: [1, 1, Lk, 256] });
+      let full = fill();
       try {
-        throwsArg(() => ws.run(), RangeError, 'memory', /out of memory|cannot hold/);
-        throwsArg(() => ws.run({ causal: true }), RangeError, 'memory');  // and again
+        full.release(2 ** 20);
+        throwsArg(() => ma.attention(x, x, x, { returnWeights: true }), RangeError, 'memory',
+          `out of memory: could not allocate ${n * n * 4} bytes in WebAssembly memory`);
+        normal();
+        // 2. createWorkspace(): its k (40 MB) fits in a freed 64 MiB, its v (40 MB) does not; k is freed.
+        full.release(2 ** 26);
+        throwsArg(() => ma.createWorkspace({ q: [1, 1, 1, 1], k: [1, 1, 10_000_000, 1], v: [1, 1, 10_000_000, 1] }), RangeError, 'memory',
+          'out of memory: could not allocate 40000000 bytes for v');
+        normal();
+        // 4. A KV cache that cannot be had (the library's std::vector of K/V storage, 1 GB in all,
+        //    with 256 MiB free): std::bad_alloc in C++, caught by the binding, becomes this RangeError.
+        full.release(2 ** 28);
+        throwsArg(() => ma.createKVCache({ capacity: 8_000_000, headDim: 16 }), RangeError, 'memory',
+          'out of memory: the WebAssembly heap cannot hold this cache\'s keys and values');
+        normal();
       } finally {
+        full.dispose();
+      }
+      // 3. Inside the library: the prefill kernel's scratch (K and V of one head, packed: 2 GB
+      //    here) is within the limit and passes the library's own pre-check (the address space
+      //    could hold it), but the workspace's K and V and the filled memory leave no room:
+      //    std::bad_alloc in C++ becomes this RangeError, exactly (not the pre-check's message).
+      const Lk = 4_000_000;
+      const ws = ma.createWorkspace({ q: [1, 1, 40, 64], k: [1, 1, Lk, 64], v: [1, 1, Lk, 64] });
+      full = fill();
+      try {
+        const oom = 'out of memory: the WebAssembly heap cannot hold this problem\'s scratch space';
+        throwsArg(() => ws.run(), RangeError, 'memory', oom);
+        throwsArg(() => ws.run({ causal: true }), RangeError, 'memory', oom);  // and again
+      } finally {
+        full.dispose();
         ws.dispose();
       }
       normal();
@@ -819,8 +879,8 @@ test('blocks at wasm addresses >= 2 GiB work (memory may grow to 4 GiB)', () => 
   const script = `
     import { init } from 'maskattn';
     const out = {};
-    for (const simd of [true, false]) {
-      const ma = await init({ simd });
+    for (const [build, initOptions] of [['simd', { simd: true, relaxed: false, threads: 1 }], ['threads', { simd: true, relaxed: false, threads: 2 }], ['scalar', { simd: false }]]) {
+      const ma = await init(initOptions);
       const t = (n, shape) => ({ data: Float32Array.from({ length: n }, (_, i) => Math.sin(i + n)), shape });
       const q = t(64, [1, 2, 4, 8]), k = t(48, [1, 1, 6, 8]), v = t(48, [1, 1, 6, 8]);
       const options = { causal: true, keyLengths: [5] };
@@ -836,13 +896,13 @@ test('blocks at wasm addresses >= 2 GiB work (memory may grow to 4 GiB)', () => 
         ws.dispose();
       } catch (e) { r.workspace = e.name + ': ' + e.message; }
       hog.dispose();
-      out[simd ? 'simd' : 'scalar'] = { expected, ...r };
+      out[build] = { expected, ...r };
     }
     console.log(JSON.stringify(out));
   `;
   const stdout = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: here, encoding: 'utf8' });
   const out = JSON.parse(stdout);
-  for (const build of ['simd', 'scalar']) {
+  for (const build of ['simd', 'threads', 'scalar']) {
     for (const path of ['attention', 'workspace']) {
       const got = out[build][path];
       assert.ok(Array.isArray(got), `${build}: ${path} with blocks above 2 GiB threw ${got}`);

@@ -34,6 +34,7 @@
 // (h -> h / (Hq / Hkv)), 3-D [B, L, H*D] inputs = maskattn layout 'blhd', Dv != D, +inf / NaN bias
 // giving a NaN row, default scale 1/sqrt(D).
 
+import { BUILDS } from './builds.mjs';  // first: turns on relaxed SIMD in Node 20
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import * as ort from 'onnxruntime-web';
@@ -214,9 +215,9 @@ function blhdToBhld(t, B, L, H, D) {
   return { data: out, shape: [B, H, L, D] };
 }
 
-const builds = [['simd', await init()], ['scalar', await init({ simd: false })]];
+const builds = await Promise.all(BUILDS.map(async (b) => [b.name, await init(b.options)]));
 
-// Compares maskattn (both builds) with ORT and with the float64 reference.
+// Compares maskattn (every build) with ORT and with the float64 reference.
 async function compareAll(t, { q, k, v, ortArgs, maOpt, refOpt = maOpt, weights = false, label }) {
   const onnx = await ortAttention({ q, k, v, weights, ...ortArgs });
   const ref = reference(q, k, v, refOpt);

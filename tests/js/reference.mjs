@@ -200,20 +200,31 @@ export function uniform(random, n, lo = -1, hi = 1) {
 }
 
 /**
- * Compares `actual` with `expected` element by element. NaN must meet NaN and an infinity the same
- * infinity; finite values must be within `atol`, or, when `naive` (the 'f32' reference) is given,
- * within max(atol, 2 * |naive - expected|) (the contract's bound). Returns null when everything
- * matches, else a description of the worst element.
+ * Compares `actual` with `expected` (the float64 reference) element by element, with the tolerance
+ * policy of docs/semantics.md "Numbers", the same as the C++ suite's compare_to_reference
+ * (tests/test_support.hpp; both run the shared cases of tests/tolerance_cases.inc):
+ *   e32   = the largest |naive - expected| over the tensor (finite pairs), 0 without `naive`;
+ *   bound = min(max(2 * e32, floor, relFloor * |expected[n]|), cap)   (no cap when cap is 0).
+ * NaN must meet NaN and an infinity the same infinity; a finite expectation needs a finite value.
+ * Options: floor (default 2e-6), cap (default 1e-5: the contract's absolute bound on O for
+ * unit-scale inputs), relFloor (default 0; 1e-6 for lse of large logits), naive (the 'f32'
+ * reference). `atol: x` is the shorthand the suites use for { floor: x, cap: 0 }.
+ * Returns null when everything matches, else a description of the worst element.
  */
-export function mismatch(actual, expected, { atol, naive = null } = {}) {
+export function mismatch(actual, expected, { atol, floor, cap, relFloor = 0, naive = null } = {}) {
+  if (atol !== undefined) {
+    floor ??= atol;
+    cap ??= 0;
+  }
+  floor ??= 2e-6;
+  cap ??= 1e-5;
   if (actual.length !== expected.length) return `length ${actual.length}, expected ${expected.length}`;
-  let worst = null;
-  let worstExcess = 0;
-  let naiveWorst = 0;
+  let e32 = 0;
   if (naive)
     for (let n = 0; n < expected.length; ++n)
-      if (Number.isFinite(naive[n]) && Number.isFinite(expected[n]))
-        naiveWorst = Math.max(naiveWorst, Math.abs(naive[n] - expected[n]));
+      if (Number.isFinite(naive[n]) && Number.isFinite(expected[n])) e32 = Math.max(e32, Math.abs(naive[n] - expected[n]));
+  let worst = null;
+  let worstExcess = 0;
   for (let n = 0; n < expected.length; ++n) {
     const a = actual[n];
     const e = expected[n];
@@ -225,10 +236,8 @@ export function mismatch(actual, expected, { atol, naive = null } = {}) {
       if (a !== e) return `element ${n}: ${a}, expected ${e}`;
       continue;
     }
-    // The policy of docs/semantics.md "Numbers", as the C++ suite applies it: 2x the naive fp32
-    // implementation's worst error over the tensor (one element's naive error can be 0 by luck),
-    // at least atol, and at least 2 fp32 ulps of the value (lse ~ 1e3 cannot be closer than that).
-    const tol = Math.max(atol, naive ? 2 * naiveWorst : 0, 2 ** -22 * Math.abs(e));
+    let tol = Math.max(2 * e32, floor, relFloor * Math.abs(e));
+    if (cap > 0) tol = Math.min(tol, cap);
     const err = Math.abs(a - e);
     if (err > tol && err - tol > worstExcess) {
       worstExcess = err - tol;

@@ -43,6 +43,8 @@ class KVCache {
   // Validates the configuration (ArgumentError naming the field) and allocates
   // batch x kv_heads x capacity x (D + Dv) elements (std::bad_alloc if that fails).
   explicit KVCache(const KVCacheConfig& config);
+  // A moved-from cache holds nothing: config(), lengths(), byte_length() and the data pointers
+  // answer empty, reset() does nothing, and append, attend and truncate throw ArgumentError("cache").
   KVCache(KVCache&&) noexcept;
   KVCache& operator=(KVCache&&) noexcept;
   KVCache(const KVCache&) = delete;
@@ -83,6 +85,7 @@ class KVCache {
 
  private:
   struct Impl;
+  Impl& live() const;  // the state, or an ArgumentError naming "cache" when moved from
   std::unique_ptr<Impl> impl_;
 };
 

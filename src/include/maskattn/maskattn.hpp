@@ -80,10 +80,13 @@ TensorView<T> make_tensor(T* data, Layout layout, int64_t B, int64_t H, int64_t 
   TensorView<T> t;
   t.data = data;
   t.shape[0] = B; t.shape[1] = H; t.shape[2] = L; t.shape[3] = D;
+  // Products in unsigned arithmetic: absurd dimensions wrap instead of overflowing (undefined
+  // behaviour); attention() rejects such a view by its element count before it looks at strides.
+  const auto mul = [](int64_t a, int64_t b) { return int64_t(uint64_t(a) * uint64_t(b)); };
   if (layout == Layout::bhld) {
-    t.strides[0] = H * L * D; t.strides[1] = L * D; t.strides[2] = D;
+    t.strides[0] = mul(mul(H, L), D); t.strides[1] = mul(L, D); t.strides[2] = D;
   } else {
-    t.strides[0] = L * H * D; t.strides[1] = D; t.strides[2] = H * D;
+    t.strides[0] = mul(mul(L, H), D); t.strides[1] = D; t.strides[2] = mul(H, D);
   }
   t.strides[3] = 1;
   t.size = size;
@@ -116,10 +119,10 @@ MaskView<T> make_mask(const T* data, int64_t b, int64_t h, int64_t lq, int64_t l
   MaskView<T> m;
   m.data = data;
   m.shape[0] = b; m.shape[1] = h; m.shape[2] = lq; m.shape[3] = lk;
-  int64_t stride = 1;
+  uint64_t stride = 1;  // unsigned: absurd shapes wrap (attention() rejects them) instead of overflowing
   for (int d = 3; d >= 0; --d) {
-    m.strides[d] = m.shape[d] == 1 ? 0 : stride;
-    stride *= m.shape[d];
+    m.strides[d] = m.shape[d] == 1 ? 0 : int64_t(stride);
+    stride *= uint64_t(m.shape[d]);
   }
   m.size = size;
   return m;
@@ -156,7 +159,8 @@ enum class FullyMasked {
 };
 
 // Which implementation runs. `automatic` picks the widest the CPU supports.
-enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128 };
+// New targets go at the end: the values are stable.
+enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128, neon64 };
 
 // Which kernel runs. `automatic` picks by shape: the decode kernel when a KV head group has few query
 // rows (Hq / Hkv x Lq <= decode_max_rows()), the prefill kernel otherwise. Both follow the same
@@ -233,6 +237,13 @@ bool target_available(Target t) noexcept;
 // Float lanes of a target's vectors (1 for scalar and reference).
 int target_lanes(Target t) noexcept;
 const char* version() noexcept;
+// Limits every entry point enforces (ArgumentError beyond them): the most bytes one buffer (tensor,
+// mask, output, cache storage) may need, 2^31 - 1 in wasm32 and 2^62 - 1 natively; the longest
+// sequence (Lq, Lk, a cache's positions), kMaxSequenceLength = 2^23: the kernels form key
+// positions in fp32 lanes. (JavaScript reads both from the module: `ma.limits`.)
+inline constexpr int64_t kMaxSequenceLength = int64_t(1) << 23;
+int64_t max_buffer_bytes() noexcept;
+int64_t max_sequence_length() noexcept;
 
 }  // namespace maskattn
 

@@ -24,8 +24,8 @@
 
 namespace maskattn {
 
-// The largest sequence length a helper accepts (the kernel's limit, docs/semantics.md).
-inline constexpr int64_t kMaxMaskLength = int64_t(1) << 23;
+// The largest sequence length a helper accepts: the library's limit (maskattn.hpp).
+inline constexpr int64_t kMaxMaskLength = kMaxSequenceLength;
 
 // Causal mask, row-major [Lq, Lk]: allowed[i * Lk + j] = 1 iff j <= d(i), with the diagonal
 // d(i) = i + (Lk - Lq) (Align::bottom_right, maskattn's default) or d(i) = i (Align::top_left,

@@ -3,13 +3,13 @@
 // really be an error (tsc reports an unused @ts-expect-error), so the types accept correct use and
 // reject misuse.
 import {
-  init, simdSupported, version, MaskAttn, Workspace, KVCache, MaskAttnTypeError, MaskAttnRangeError,
+  init, simdSupported, relaxedSimdSupported, threadsSupported, version, MaskAttn, Workspace, KVCache, MaskAttnTypeError, MaskAttnRangeError,
   createCausalMask, createPaddingMask, createWindowMask, segmentsFromLengths, fromKeyPaddingMask, toAdditiveMask,
 } from 'maskattn';
 import type {
   Tensor, Backend, InitOptions, Layout, Align, FullyMaskedPolicy, MaskOptions, AttentionOptions,
   AttentionResult, Stats, WorkspaceShapes, MaskTensor, AlignOptions,
-  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions,
+  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions, BuildName, Limits,
 } from 'maskattn';
 
 const haveSimd: boolean = simdSupported();
@@ -17,7 +17,9 @@ const packageVersion: string = version;
 
 const initOptions: InitOptions = {
   simd: haveSimd ? 'auto' : false,
-  locateFile: (file: string, build: 'maskattn-simd' | 'maskattn-scalar') => `/assets/${build}/${file}`,
+  relaxed: relaxedSimdSupported() ? 'auto' : false,
+  threads: threadsSupported() ? 'auto' : 1,
+  locateFile: (file: string, build: BuildName) => `/assets/${build}/${file}`,
 };
 const initWithBytes: InitOptions = { simd: true, wasmBinary: new Uint8Array(8) };
 
@@ -29,8 +31,13 @@ async function main(): Promise<void> {
   void again;
 
   const backend: Backend = ma.backend;
-  const description: string = `${backend.arch} x${backend.lanes} (${backend.threads} thread, simd ${backend.simd}) v${backend.version} / ${packageVersion}`;
+  const description: string = `${backend.arch} x${backend.lanes} (${backend.threads} thread, simd ${backend.simd}, relaxed ${backend.relaxed}) ${backend.build} v${backend.version} / ${packageVersion}`;
   console.log(description, scalar.backend.arch);
+  const limits: Limits = ma.limits;
+  const maxFloats: number = limits.maxBytes / 4 + limits.maxSequenceLength * 0;
+  void maxFloats;
+  // @ts-expect-error: the limits are the library's, read-only
+  ma.limits.maxBytes = 1;
 
   const B = 2, Hq = 4, Hkv = 2, L = 8, D = 16;
   const q: Tensor = { data: new Float32Array(B * Hq * L * D), shape: [B, Hq, L, D] };
@@ -59,7 +66,8 @@ async function main(): Promise<void> {
   const weights: Float32Array | undefined = result.weights?.data;
   const lse: Float32Array | undefined = result.lse?.data;
   const stats: Stats | undefined = result.stats;
-  console.log(out.length, outShape, weights?.length, lse?.length, stats?.tilesSkipped, stats?.tilesFull, stats?.tilesMixed);
+  console.log(out.length, outShape, weights?.length, lse?.length, stats?.tilesSkipped, stats?.tilesFull, stats?.tilesMixed, stats?.threadsUsed);
+  ma.attention(q, k, v, { causal: true, threads: 2 });  // most threads for this call
   console.log(ma.attention(q, k, v).output.data[0]);
 
   const shapes: WorkspaceShapes = { q: [B, L, Hq, D], k: [B, L, Hkv, D], v: [B, L, Hkv, D], layout: 'blhd', returnWeights: true, returnLse: true };
@@ -166,6 +174,10 @@ async function main(): Promise<void> {
   ws.run({ returnWeights: true });
   // @ts-expect-error backend is read-only
   ma.backend = backend;
+  // @ts-expect-error threads is a number ('auto' is for init)
+  ma.attention(q, k, v, { threads: 'auto' });
+  // @ts-expect-error 'fast' is not a relaxed setting
+  void init({ relaxed: 'fast' });
 }
 
 void main();

@@ -1,0 +1,127 @@
+// Watching a module's WebAssembly heap around a call that must fail.
+//
+//   const guard = heapGuard(ma);          // canaries, a witness Workspace and a witness KV cache
+//   const run = guard.run(() => ma.attention(...));
+//   guard.check(run);                     // assertions; run.error is what the call threw
+//
+// What "nothing was written" means here, checked after every run:
+//   - canary blocks (many sizes, interleaved with freed holes where a call's small blocks land, so
+//     that an overflow past one of them runs into a canary) hold their patterns;
+//   - the witness workspace's q, k, v and output, and the witness cache's lengths and answers, are
+//     what they were;
+//   - every block the call took from JavaScript was freed (one may remain: a cache's own scratch);
+//   - wasm memory did not grow;
+//   - and when the call was rejected by the JavaScript layer before it allocated or called into
+//     wasm, every byte of wasm memory is what it was.
+// (A call the C++ library rejects writes the library's error message into memory of its own, so
+// for those the byte-for-byte comparison is replaced by the checks above.)
+import assert from 'node:assert/strict';
+
+// The module functions through which JavaScript enters wasm.
+const ENTRY_POINTS = ['attention', 'kvCreate', 'kvDestroy', 'kvAppend', 'kvAttend', 'kvTruncate', 'kvReset'];
+const CANARY_SIZES = [1, 8, 16, 24, 40, 64, 100, 256, 1000, 4096, 20000];
+
+export function heapGuard(ma) {
+  const m = ma._m;
+  const canaries = [];
+  const holes = [];
+  let seed = 1;
+  for (const size of CANARY_SIZES) {
+    for (let i = 0; i < 6; ++i) {
+      const c = m._malloc(size) >>> 0;
+      const h = m._malloc(size) >>> 0;
+      const pattern = new Uint8Array(size);
+      for (let n = 0; n < size; ++n) pattern[n] = (seed = (seed * 1103515245 + 12345) >>> 0) >>> 24;
+      m.HEAPU8.set(pattern, c);
+      canaries.push({ p: c, pattern });
+      holes.push(h);
+    }
+  }
+  holes.forEach((h) => m._free(h));
+
+  // Witnesses: a workspace and a KV cache with known contents and answers.
+  const ws = ma.createWorkspace({ q: [1, 2, 3, 4], k: [1, 1, 5, 4], v: [1, 1, 5, 4] });
+  ws.q.set(Float32Array.from({ length: 24 }, (_, i) => Math.sin(i)));
+  ws.k.set(Float32Array.from({ length: 20 }, (_, i) => Math.cos(i)));
+  ws.v.set(Float32Array.from({ length: 20 }, (_, i) => i / 7));
+  ws.run({ causal: true });
+  const wsState = () => ['q', 'k', 'v', 'output'].map((name) => Array.from(ws[name]));
+  const wsBefore = wsState();
+
+  const cache = ma.createKVCache({ batch: 2, kvHeads: 1, capacity: 8, headDim: 4 });
+  const kv = (T, f) => ({ data: Float32Array.from({ length: 2 * T * 4 }, (_, i) => f(i)), shape: [2, 1, T, 4] });
+  cache.append(kv(7, Math.sin), kv(7, Math.cos), { counts: [3, 7] });
+  const cacheQ = { data: Float32Array.from({ length: 16 }, (_, i) => Math.sin(3 * i)), shape: [2, 2, 1, 4] };
+  const cacheState = () => ({ lengths: Array.from(cache.lengths), output: Array.from(cache.attend(cacheQ).output.data) });
+  const cacheBefore = cacheState();
+
+  const memory = () => m.HEAPU8;
+
+  return {
+    ws,
+    cache,
+    kv,
+    cacheQ,
+    /** Runs fn (which should throw), recording wasm entries, blocks and the heap before it. */
+    run(fn) {
+      const heap = memory();
+      const snapshot = heap.slice();
+      const byteLength = heap.byteLength;
+      const record = { error: null, wasmCalls: 0, mallocs: [], frees: [], snapshot, byteLength, returned: undefined };
+      const saved = {};
+      for (const name of [...ENTRY_POINTS, '_malloc', '_free']) saved[name] = m[name];
+      for (const name of ENTRY_POINTS)
+        m[name] = (...args) => {
+          record.wasmCalls += 1;
+          return saved[name](...args);
+        };
+      m._malloc = (n) => {
+        const p = saved._malloc(n);
+        record.mallocs.push({ p: p >>> 0, n });
+        return p;
+      };
+      m._free = (p) => {
+        record.frees.push(p >>> 0);
+        return saved._free(p);
+      };
+      try {
+        record.returned = fn();
+      } catch (error) {
+        record.error = error;
+      } finally {
+        Object.assign(m, saved);
+      }
+      return record;
+    },
+    /** The assertions of the file comment, for a run made by run(). */
+    check(record, label, otherCaches = []) {
+      const heap = memory();
+      assert.equal(heap.byteLength, record.byteLength, `${label}: wasm memory grew`);
+      for (const { p, pattern } of canaries) {
+        const now = heap.subarray(p, p + pattern.length);
+        if (!Buffer.from(now.buffer, now.byteOffset, now.length).equals(Buffer.from(pattern.buffer)))
+          assert.fail(`${label}: canary block at ${p} (${pattern.length} bytes) was overwritten`);
+      }
+      const kept = record.mallocs.filter(({ p }) => p && !record.frees.includes(p)).map(({ p }) => p);
+      const scratch = [cache, ...otherCaches].map((c) => c._scratch);
+      assert.ok(kept.length === 0 || (kept.length === 1 && scratch.includes(kept[0])),
+        `${label}: blocks not freed: ${kept.join(', ')}`);
+      if (record.wasmCalls === 0 && record.mallocs.length === 0) {
+        const before = Buffer.from(record.snapshot.buffer, 0, record.snapshot.length);
+        const after = Buffer.from(heap.buffer, heap.byteOffset, heap.length);
+        if (!before.equals(after)) {
+          let n = 0;
+          while (before[n] === after[n]) ++n;
+          assert.fail(`${label}: rejected before wasm was called, yet wasm memory changed at byte ${n}`);
+        }
+      }
+      assert.deepEqual(wsState(), wsBefore, `${label}: the witness workspace changed`);
+      assert.deepEqual(cacheState(), cacheBefore, `${label}: the witness cache changed`);
+    },
+    dispose() {
+      ws.dispose();
+      cache.dispose();
+      canaries.forEach(({ p }) => m._free(p));
+    },
+  };
+}

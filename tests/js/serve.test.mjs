@@ -1,0 +1,126 @@
+// The demo server (scripts/serve.mjs) against raw requests: request targets are written to the
+// socket byte for byte (node:net), so nothing normalises `..`, `%2e%2e` or `//` on the way, as
+// fetch() and browsers do before a request leaves. Covered: paths out of the served folders in every
+// spelling, symbolic links leading out of them, the Host header (DNS rebinding), non-origin-form
+// targets, and the headers (CSP with frame-ancestors 'none').
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { mkdtempSync, mkdirSync, writeFileSync, symlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { start, CSP } from '../../scripts/serve.mjs';
+
+// One raw HTTP/1.1 exchange: `target` goes on the request line as given.
+function raw(port, target, { host = `127.0.0.1:${port}`, method = 'GET', extra = '' } = {}) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let data = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk) => { data += chunk; });
+    socket.on('end', () => {
+      const [head, ...body] = data.split('\r\n\r\n');
+      const [status, ...lines] = head.split('\r\n');
+      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+      resolve({ status: Number(status.split(' ')[1]), headers, body: body.join('\r\n\r\n') });
+    });
+    socket.on('error', reject);
+    const hostLine = host === null ? '' : `Host: ${host}\r\n`;
+    socket.write(`${method} ${target} HTTP/1.1\r\n${hostLine}Connection: close\r\n${extra}\r\n`);
+  });
+}
+
+let server;
+let tmp;
+let sandbox;  // a served tree with symbolic links in it, in a temporary folder
+before(async () => {
+  server = await start({ port: 0 });
+  tmp = mkdtempSync(path.join(tmpdir(), 'maskattn-serve-'));
+  writeFileSync(path.join(tmp, 'secret.txt'), 'secret outside the served folders\n');
+  const root = path.join(tmp, 'root');
+  for (const dir of ['web', 'js', 'dist', 'docs', 'private']) mkdirSync(path.join(root, dir), { recursive: true });
+  writeFileSync(path.join(root, 'web', 'index.html'), '<!doctype html><title>t</title>\n');
+  writeFileSync(path.join(root, 'js', 'a.js'), 'export const a = 1;\n');
+  writeFileSync(path.join(root, 'private', 'key.txt'), 'private\n');
+  writeFileSync(path.join(root, 'package.json'), '{}\n');
+  symlinkSync(path.join(tmp, 'secret.txt'), path.join(root, 'web', 'secret.txt'));  // a file out of the tree
+  symlinkSync(path.join(root, 'private'), path.join(root, 'web', 'private'));     // a folder out of web/
+  symlinkSync(tmp, path.join(root, 'web', 'up'));                                 // a folder above the tree
+  symlinkSync('/etc', path.join(root, 'dist', 'etc'));
+  symlinkSync(path.join(root, 'js', 'a.js'), path.join(root, 'web', 'also-a.js'));  // leaves web/ into js/: refused too
+  symlinkSync(path.join(root, 'web', 'index.html'), path.join(root, 'web', 'home.html'));  // stays inside web/: fine
+  symlinkSync(path.join(root, 'private', 'key.txt'), path.join(root, 'docs', 'semantics.md'));  // the one single file
+  sandbox = await start({ port: 0, root });
+});
+after(async () => {
+  await server?.close();
+  await sandbox?.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+
+test('served files, and the headers: CSP with frame-ancestors \'none\', no framing, isolation', async () => {
+  const r = await raw(server.port, '/web/');
+  assert.equal(r.status, 200);
+  assert.equal(r.headers['content-security-policy'], CSP);
+  assert.match(CSP, /frame-ancestors 'none'/);
+  assert.equal(r.headers['x-frame-options'], 'DENY');
+  assert.equal(r.headers['x-content-type-options'], 'nosniff');
+  assert.equal(r.headers['cross-origin-opener-policy'], 'same-origin');
+  for (const p of ['/js/index.js', '/docs/semantics.md', '/web/index.html'])
+    assert.equal((await raw(server.port, p)).status, 200, p);
+  const err = await raw(server.port, '/nope');
+  assert.equal(err.headers['content-security-policy'], CSP, 'errors carry the CSP too');
+});
+
+test('paths out of the served folders, in every spelling, sent raw: 404 (or 400), never the file', async () => {
+  const targets = [
+    '/package.json', '/scripts/serve.mjs', '/src/core/validate.cpp', '/.git/config', '/docs/', '/docs/../package.json',
+    '/web/../package.json', '/web/../../package.json', '/web/../scripts/serve.mjs', '/js/../../../../etc/passwd',
+    '/web/%2e%2e/package.json', '/web/%2E%2E/package.json', '/web/.%2e/package.json', '/%2e%2e/%2e%2e/etc/passwd',
+    '/web/%2e%2e%2fpackage.json', '/web/..%2fpackage.json', '/web/..%2f..%2fetc%2fpasswd', '/web/%2e%2e%2f%2e%2e%2fetc%2fpasswd',
+    '/web/%252e%252e/package.json', '/web/%252e%252e%252fpackage.json', '/web/..%5cpackage.json', '/web/..\\package.json',
+    '/web/%5c..%5c..%5cpackage.json', '/web/index.html%00.js', '/web/%00', '/web/%e0%a4%a', '/web/%',
+    '/web/./../package.json', '/web/.../package.json', '/web;/../package.json', '/dist/../../package.json',
+    '/web/index.html/..%2f..%2fpackage.json', '/js/%2e%2e/%2e%2e/package.json',
+  ];
+  const problems = [];
+  for (const t of targets) {
+    const r = await raw(server.port, t);
+    if (r.status !== 404 && r.status !== 400) problems.push(`${t}: ${r.status}`);
+    if (/"name": "maskattn"|root:x:0:0|\[core\]/.test(r.body)) problems.push(`${t}: served a private file`);
+  }
+  assert.deepEqual(problems, []);
+  // Targets that are not a plain path: absolute-form (a proxy request), scheme-relative, asterisk.
+  for (const t of ['http://127.0.0.1/web/index.html', `http://evil.example:${server.port}/web/`, '//etc/passwd', '//127.0.0.1/web/', '*'])
+    assert.equal((await raw(server.port, t)).status, 400, t);
+});
+
+test('symbolic links are not followed out of the served folders', async () => {
+  const port = sandbox.port;
+  assert.equal((await raw(port, '/web/index.html')).status, 200);
+  assert.equal((await raw(port, '/web/home.html')).status, 200, 'a link that stays inside web/ is fine');
+  assert.equal((await raw(port, '/js/a.js')).status, 200);
+  for (const t of ['/web/secret.txt', '/web/private/key.txt', '/web/up/secret.txt', '/web/up/root/package.json',
+    '/web/up/root/private/key.txt', '/dist/etc/passwd', '/dist/etc/hostname', '/web/also-a.js', '/docs/semantics.md']) {
+    const r = await raw(port, t);
+    assert.equal(r.status, 404, t);
+    assert.doesNotMatch(r.body, /secret|private|root:/, t);
+  }
+});
+
+test('the Host header must name this server (DNS rebinding): 421 otherwise', async () => {
+  const port = server.port;
+  for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, 'localhost', '127.0.0.1', `LOCALHOST:${port}`])
+    assert.equal((await raw(port, '/web/', { host })).status, 200, host);
+  for (const host of ['evil.example', `evil.example:${port}`, `127.0.0.1.nip.io:${port}`, `localhost.evil.example:${port}`,
+    `127.0.0.1:${port + 1}`, `localhost:${port}0`, '[::1]', `0.0.0.0:${port}`, '', `127.0.0.1:${port}@evil.example`, `127.0.0.1 :${port}`]) {
+    const r = await raw(port, '/web/', { host });
+    assert.equal(r.status, r.status === 400 ? 400 : 421, `${host}: ${r.status}`);  // Node itself refuses some (400)
+    assert.doesNotMatch(r.body, /<!doctype/i, host);
+  }
+  // No Host at all (HTTP/1.1 requires one: Node answers 400 itself).
+  assert.ok([400, 421].includes((await raw(port, '/web/', { host: null })).status));
+  // Methods other than GET and HEAD: 405, after the Host check.
+  assert.equal((await raw(port, '/web/', { method: 'POST', extra: 'Content-Length: 0\r\n' })).status, 405);
+  assert.equal((await raw(port, '/web/', { method: 'POST', host: 'evil.example', extra: 'Content-Length: 0\r\n' })).status, 421);
+});

@@ -1,0 +1,564 @@
+// Hostile input, C++ side: one table of mistakes a caller (or a binding) can make, each row a single
+// bad call against a world of valid inputs, outputs and KV caches. For every row:
+//   - the call throws maskattn::ArgumentError (no other exception, no crash, no hang), of the
+//     expected kind (is_type_error() for a wrong kind of value, as JS maps it to TypeError);
+//   - argument() names the culprit, and what() says the values that matter;
+//   - nothing was written: every buffer of the world (inputs, outputs, masks, spans), including
+//     64 guard elements before and after each, is byte-for-byte what it was, and every cache holds
+//     the same lengths and the same K/V bytes.
+// Guard zones make "the heap was not written" checkable without a sanitizer (and under Node, in
+// WebAssembly, where there is none); the AddressSanitizer build checks reads as well.
+// Rows cover docs/semantics.md "Bad input" item by item, shapes with negative, >= 2^31 and
+// overflowing dimensions, strides and sizes, the float precision of softcap, overflow-prone
+// scratch arithmetic on empty tensors, and every KV-cache misuse (past capacity, wrong dtype,
+// truncate beyond length, use of a moved-from cache, bad configurations).
+//
+// Portable (no threads, no files): runs natively and under Node on WebAssembly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "maskattn/maskattn.hpp"
+#include "maskattn/reference.hpp"
+
+namespace {
+
+using maskattn::ArgumentError;
+using maskattn::ConstTensor;
+using maskattn::KVCache;
+using maskattn::KVCacheConfig;
+using maskattn::KVType;
+using maskattn::MutableTensor;
+using maskattn::Span;
+
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t p2(int e) { return int64_t(1) << e; }
+
+// A buffer with kGuard elements of a sentinel on each side; p() is its first real element.
+template <class T>
+struct Buf {
+  static constexpr size_t kGuard = 64;
+  std::vector<T> all;
+  explicit Buf(size_t n, T fill = T(), T guard = T(0x5a)) : all(n + 2 * kGuard, guard) {
+    std::fill(all.begin() + kGuard, all.end() - kGuard, fill);
+  }
+  T* p() { return all.data() + kGuard; }
+  size_t size() const { return all.size() - 2 * kGuard; }
+  std::vector<unsigned char> bytes() const {
+    std::vector<unsigned char> b(all.size() * sizeof(T));
+    std::memcpy(b.data(), all.data(), b.size());
+    return b;
+  }
+};
+
+// A cache's observable state: lengths and every byte of K/V storage.
+std::vector<unsigned char> cache_state(const KVCache& c) {
+  std::vector<unsigned char> s;
+  for (int32_t l : c.lengths()) s.insert(s.end(), reinterpret_cast<const unsigned char*>(&l),
+                                         reinterpret_cast<const unsigned char*>(&l) + 4);
+  const KVCacheConfig& cfg = c.config();
+  const int64_t eb = cfg.dtype == KVType::f16 ? 2 : 4;
+  const int64_t kb = cfg.batch * cfg.kv_heads * cfg.capacity * cfg.head_dim * eb;
+  const int64_t vb = cfg.batch * cfg.kv_heads * cfg.capacity * cfg.value_dim * eb;
+  const auto* k = static_cast<const unsigned char*>(c.key_data());
+  const auto* v = static_cast<const unsigned char*>(c.value_data());
+  if (k) s.insert(s.end(), k, k + kb);
+  if (v) s.insert(s.end(), v, v + vb);
+  return s;
+}
+
+KVCacheConfig cache_config(KVType dtype, int64_t capacity, int64_t window = 0) {
+  KVCacheConfig c;
+  c.batch = 2;
+  c.kv_heads = 2;
+  c.capacity = capacity;
+  c.head_dim = 4;
+  c.value_dim = 6;
+  c.dtype = dtype;
+  c.window = window;
+  return c;
+}
+
+// Every valid input, output and cache a row may misuse.
+struct World {
+  // The attention problem: q [2, 4, 3, 4], k [2, 2, 5, 4], v [2, 2, 5, 6], out [2, 4, 3, 6].
+  int64_t B = 2, Hq = 4, Hkv = 2, Lq = 3, Lk = 5, D = 4, Dv = 6;
+  Buf<float> q{96, 0.25f}, k{80, -0.5f}, v{120, 1.0f}, out{144, 777.0f}, weights{120, 777.0f}, lse{24, 777.0f};
+  Buf<uint8_t> allowed{10, 1};  // [2, 1, 1, 5]
+  Buf<float> bias{15, 0.0f};    // [3, 5]
+  Buf<int32_t> key_lengths{2, 5}, query_lengths{2, 3}, query_segments{6, 0}, key_segments{10, 0};
+  Buf<float> slopes{4, 0.5f};
+  ConstTensor qv, kv, vv;
+  MutableTensor ov;
+  maskattn::Options opt;
+  maskattn::ExtraOutputs extra;
+  maskattn::Stats stats;
+
+  // Caches: float32 (capacity 6, holding 3 and 5), float16 (same), a ring (window 3, capacity 3,
+  // holding 5: positions 0 and 1 overwritten). Inputs for one append of T = 2 and one decode step.
+  KVCache f32{cache_config(KVType::f32, 6)}, f16{cache_config(KVType::f16, 6)}, ring{cache_config(KVType::f32, 3, 3)};
+  Buf<float> ak{32, 0.125f}, av{48, -0.25f};  // k [2, 2, 2, 4], v [2, 2, 2, 6]
+  Buf<uint16_t> hk{32, 0x3c00}, hv{48, 0x3c00};
+  Buf<int32_t> counts{2, 1}, lengths{2, 1};
+  Buf<float> cq{32, 0.5f}, cout{48, 777.0f}, cw{40, 777.0f};  // q [2, 4, 1, 4], out [2, 4, 1, 6], weights [2,4,1,5]
+
+  World() {
+    qv = maskattn::bhld<const float>(q.p(), B, Hq, Lq, D, int64_t(q.size()));
+    kv = maskattn::bhld<const float>(k.p(), B, Hkv, Lk, D, int64_t(k.size()));
+    vv = maskattn::bhld<const float>(v.p(), B, Hkv, Lk, Dv, int64_t(v.size()));
+    ov = maskattn::bhld(out.p(), B, Hq, Lq, Dv, int64_t(out.size()));
+    opt.causal = true;
+    opt.stats = &stats;
+    extra.weights = weights.p();
+    extra.weights_size = int64_t(weights.size());
+    extra.lse = lse.p();
+    extra.lse_size = int64_t(lse.size());
+    // Caches: 3 positions for sequence 0, 5 for sequence 1 (the ring: 5 for both).
+    std::vector<float> k5(2 * 2 * 5 * 4, 0.75f), v5(2 * 2 * 5 * 6, -0.75f);
+    const std::vector<int32_t> n35 = {3, 5};
+    for (KVCache* c : {&f32, &f16})
+      c->append(maskattn::bhld<const float>(k5.data(), 2, 2, 5, 4), maskattn::bhld<const float>(v5.data(), 2, 2, 5, 6), n35);
+    ring.append(maskattn::bhld<const float>(k5.data(), 2, 2, 5, 4), maskattn::bhld<const float>(v5.data(), 2, 2, 5, 6));
+  }
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+
+  void call() { maskattn::attention(qv, kv, vv, ov, opt, extra); }
+  ConstTensor append_k() { return maskattn::bhld<const float>(ak.p(), 2, 2, 2, 4, int64_t(ak.size())); }
+  ConstTensor append_v() { return maskattn::bhld<const float>(av.p(), 2, 2, 2, 6, int64_t(av.size())); }
+  ConstTensor attend_q() { return maskattn::bhld<const float>(cq.p(), 2, 4, 1, 4, int64_t(cq.size())); }
+  MutableTensor attend_out() { return maskattn::bhld(cout.p(), 2, 4, 1, 6, int64_t(cout.size())); }
+
+  // Everything a failed call must leave as it was.
+  std::vector<std::vector<unsigned char>> state() const {
+    return {q.bytes(), k.bytes(), v.bytes(), out.bytes(), weights.bytes(), lse.bytes(), allowed.bytes(),
+            bias.bytes(), key_lengths.bytes(), query_lengths.bytes(), query_segments.bytes(),
+            key_segments.bytes(), slopes.bytes(), ak.bytes(), av.bytes(), hk.bytes(), hv.bytes(),
+            counts.bytes(), lengths.bytes(), cq.bytes(), cout.bytes(), cw.bytes(),
+            cache_state(f32), cache_state(f16), cache_state(ring)};
+  }
+};
+
+const char* const kStateNames[] = {"q", "k", "v", "out", "weights", "lse", "allowed", "bias",
+                                   "key_lengths", "query_lengths", "query_segments", "key_segments",
+                                   "alibi_slopes", "append k", "append v", "append k halves",
+                                   "append v halves", "counts", "truncate lengths", "attend q",
+                                   "attend out", "attend weights", "float32 cache", "float16 cache",
+                                   "ring cache"};
+
+template <class T>
+void raw(maskattn::TensorView<T>& t, int64_t b, int64_t h, int64_t l, int64_t d) {
+  t.shape[0] = b; t.shape[1] = h; t.shape[2] = l; t.shape[3] = d;
+  t.strides[0] = t.strides[1] = t.strides[2] = 0;
+  t.strides[3] = 1;
+  t.size = -1;
+}
+// An empty problem (Lq = Lk = 0) whose head dims are d and dv: nothing to read or write.
+void empty_dims(World& w, int64_t d, int64_t dv) {
+  w.extra = maskattn::ExtraOutputs{};
+  raw(w.qv, 1, 1, 0, d);
+  raw(w.kv, 1, 1, 0, d);
+  raw(w.vv, 1, 1, 0, dv);
+  raw(w.ov, 1, 1, 0, dv);
+}
+
+enum Kind { range, type };
+
+struct Row {
+  const char* name;  // the mistake
+  std::function<void(World&)> call;
+  const char* arg;                // argument() must be this, or this[...] / this.<field>
+  std::vector<std::string> says;  // what() must contain each
+  Kind kind = range;
+};
+void PrintTo(const Row& r, std::ostream* os) { *os << r.name; }
+
+bool names(const std::string& argument, const std::string& name) {
+  if (argument == name) return true;
+  return argument.size() > name.size() && argument.compare(0, name.size(), name) == 0 &&
+         (argument[name.size()] == '[' || argument[name.size()] == '.');
+}
+
+using W = World;
+const std::vector<Row>& rows() {
+  static const std::vector<Row> table = {
+      // ---- docs/semantics.md "Bad input", item by item.
+      {"shape_mismatch_k_batch", [](W& w) { w.kv.shape[0] = 3; w.kv.size = -1; w.call(); }, "k", {"3", "2"}},
+      {"shape_mismatch_v_length", [](W& w) { w.vv.shape[2] = 4; w.call(); }, "v", {"4", "5"}},
+      {"data_length_short", [](W& w) { w.qv.size = 95; w.call(); }, "q", {"96", "95"}},
+      {"hq_not_multiple_of_hkv", [](W& w) { w.kv.shape[1] = w.vv.shape[1] = 3; w.kv.size = w.vv.size = -1; w.call(); }, "k", {"3", "4"}},
+      {"key_length_above_lk", [](W& w) { static const std::vector<int32_t> l = {5, 6}; w.opt.key_lengths = l; w.call(); }, "key_lengths", {"6", "5"}},
+      {"query_length_negative", [](W& w) { static const std::vector<int32_t> l = {-1, 3}; w.opt.query_lengths = l; w.call(); }, "query_lengths", {"-1"}},
+      {"mask_cannot_broadcast", [](W& w) { w.opt.allowed = maskattn::make_mask<uint8_t>(w.allowed.p(), 2, 2, 1, 5); w.call(); }, "allowed", {"2", "4"}},
+      {"window_below_minus_1", [](W& w) { w.opt.window.left = -2; w.call(); }, "window", {"-2"}},
+      {"softcap_negative", [](W& w) { w.opt.softcap = -0.5f; w.call(); }, "softcap", {"-0.5"}},
+      {"scale_nan", [](W& w) { w.opt.scale = kNaN; w.call(); }, "scale", {"nan"}},
+      {"half_input_into_float32_cache", [](W& w) {
+         w.f32.append(maskattn::HalfTensor(maskattn::bhld<const uint16_t>(w.hk.p(), 2, 2, 2, 4)),
+                      maskattn::HalfTensor(maskattn::bhld<const uint16_t>(w.hv.p(), 2, 2, 2, 6)));
+       }, "k", {"float16"}, type},
+      {"byte_count_overflows_int64", [](W& w) { raw(w.qv, p2(31), p2(31), p2(31), 1); w.call(); }, "q", {"overflow"}},
+
+      // ---- softcap in the precision the kernel uses (float).
+      {"softcap_subnormal_1e-40", [](W& w) { w.opt.softcap = 1e-40f; w.call(); }, "softcap", {"normal"}},
+      {"softcap_smallest_subnormal", [](W& w) { w.opt.softcap = std::numeric_limits<float>::denorm_min(); w.call(); }, "softcap", {"normal"}},
+      {"softcap_scale_ratio_overflows_float", [](W& w) { w.opt.scale = 1e10f; w.opt.softcap = 1e-30f; w.call(); }, "softcap", {"overflows"}},
+      {"softcap_inf", [](W& w) { w.opt.softcap = kInf; w.call(); }, "softcap", {"inf"}},
+      {"softcap_nan", [](W& w) { w.opt.softcap = kNaN; w.call(); }, "softcap", {"nan"}},
+      {"scale_inf", [](W& w) { w.opt.scale = -kInf; w.call(); }, "scale", {"inf"}},
+
+      // ---- Shapes: negative, >= 2^31, products overflowing 32 and 64 bits, absurd empties.
+      {"negative_batch", [](W& w) { w.qv.shape[0] = -2; w.call(); }, "q", {"-2"}},
+      {"negative_head_dim_of_v", [](W& w) { w.vv.shape[3] = -6; w.call(); }, "v", {"-6"}},
+      {"negative_key_length_int64_min", [](W& w) { w.kv.shape[2] = w.vv.shape[2] = kI64Min; w.call(); }, "k", {"-9223372036854775808"}},
+      {"query_length_2p31_with_d_0", [](W& w) { empty_dims(w, 0, 0); w.qv.shape[2] = w.ov.shape[2] = p2(31); w.call(); }, "q", {"8388608", "2147483648"}},
+      {"key_length_2p31_with_d_0", [](W& w) { empty_dims(w, 0, 0); w.kv.shape[2] = w.vv.shape[2] = p2(31); w.call(); }, "k", {"8388608", "2147483648"}},
+      {"product_beyond_32_bits_in_small_buffer", [](W& w) {
+         w.qv = maskattn::bhld<const float>(w.q.p(), 1, 1, 65536, 65536, 96);
+         w.call();
+       }, "q", {}},  // natively: a view of 2^32 floats in 96; in wasm32: more bytes than memory
+      {"product_overflows_64_bits", [](W& w) { raw(w.qv, p2(20), p2(20), p2(20), p2(20)); w.call(); }, "q", {"overflow"}},
+      {"bhld_helper_dims_overflow", [](W& w) { w.qv = maskattn::bhld<const float>(w.q.p(), 2, p2(40), p2(40), 4); w.call(); }, "q", {"overflow"}},
+      {"empty_tensors_d_plus_dv_overflow", [](W& w) { empty_dims(w, kI64Max, kI64Max); w.call(); }, "memory", {"does not fit"}},
+      {"empty_tensors_dv_int64_max", [](W& w) { empty_dims(w, 1, kI64Max); w.call(); }, "memory", {"does not fit"}},
+      {"empty_tensors_d_2p62", [](W& w) { empty_dims(w, p2(62), p2(62)); w.call(); }, "memory", {"does not fit"}},
+      {"weights_of_empty_tensors_overflow", [](W& w) {
+         empty_dims(w, 0, 0);
+         raw(w.qv, 1, p2(20), p2(23), 0); raw(w.ov, 1, p2(20), p2(23), 0);
+         raw(w.kv, 1, 1, p2(23), 0); raw(w.vv, 1, 1, p2(23), 0);
+         w.extra.weights = w.weights.p();
+         w.call();
+       }, "weights", {"overflow"}},
+      {"lse_of_empty_tensors_overflow", [](W& w) {
+         empty_dims(w, 0, 0);
+         raw(w.qv, p2(30), p2(30), p2(23), 0); raw(w.ov, p2(30), p2(30), p2(23), 0);
+         raw(w.kv, p2(30), 1, 1, 0); raw(w.vv, p2(30), 1, 1, 0);
+         w.extra.lse = w.lse.p();
+         w.call();
+       }, "lse", {"overflow"}},
+
+      // ---- Strides and sizes.
+      {"q_stride_overflows", [](W& w) { w.qv.strides[0] = p2(62); w.call(); }, "q", {"overflow"}},
+      {"k_negative_stride", [](W& w) { w.kv.strides[1] = -20; w.call(); }, "k", {"-20"}},
+      {"v_inner_stride_0", [](W& w) { w.vv.strides[3] = 0; w.call(); }, "v", {"stride"}},
+      {"out_rows_overlap", [](W& w) { w.ov.strides[2] = 0; w.call(); }, "out", {"overlap"}},
+      {"out_inner_stride_2", [](W& w) { w.ov.strides[3] = 2; w.call(); }, "out", {"2"}},
+      {"out_null", [](W& w) { w.ov.data = nullptr; w.call(); }, "out", {"null"}},
+      {"out_size_short", [](W& w) { w.ov.size = 143; w.call(); }, "out", {"144", "143"}},
+      {"out_value_dim_wrong", [](W& w) { w.ov.shape[3] = 4; w.call(); }, "out", {"6", "4"}},
+      {"q_null", [](W& w) { w.qv.data = nullptr; w.call(); }, "q", {"null"}},
+      {"q_size_minus_7", [](W& w) { w.qv.size = -7; w.call(); }, "q", {"-7"}},
+      {"weights_size_short", [](W& w) { w.extra.weights_size = 119; w.call(); }, "weights", {"120", "119"}},
+      {"lse_size_long", [](W& w) { w.extra.lse_size = 25; w.call(); }, "lse", {"24", "25"}},
+
+      // ---- Masks and spans: sizes are the memory that is really there.
+      {"allowed_size_one_byte", [](W& w) { w.opt.allowed = maskattn::make_mask<uint8_t>(w.allowed.p(), 2, 1, 1, 5, 1); w.call(); }, "allowed", {"10", "1"}},
+      {"allowed_lk_stride_3", [](W& w) {
+         w.opt.allowed = maskattn::make_mask<uint8_t>(w.allowed.p(), 1, 1, 1, 5, 10);
+         w.opt.allowed.strides[3] = 3;
+         w.call();
+       }, "allowed", {"3"}},
+      {"allowed_negative_stride", [](W& w) {
+         w.opt.allowed = maskattn::make_mask<uint8_t>(w.allowed.p(), 2, 1, 1, 5, 10);
+         w.opt.allowed.strides[0] = -5;
+         w.call();
+       }, "allowed", {"-5"}},
+      {"allowed_stride_overflows", [](W& w) {
+         w.opt.allowed = maskattn::make_mask<uint8_t>(w.allowed.p(), 2, 1, 1, 5);
+         w.opt.allowed.strides[0] = kI64Max;
+         w.call();
+       }, "allowed", {"overflow"}},
+      {"bias_size_short", [](W& w) { w.opt.bias = maskattn::make_mask<float>(w.bias.p(), 1, 1, 3, 5, 14); w.call(); }, "bias", {"15", "14"}},
+      {"bias_lq_wrong", [](W& w) { w.opt.bias = maskattn::make_mask<float>(w.bias.p(), 1, 1, 2, 5); w.call(); }, "bias", {"2", "3"}},
+      {"key_lengths_count_3", [](W& w) { w.opt.key_lengths = Span<int32_t>(w.key_lengths.p(), 3); w.call(); }, "key_lengths", {"2", "3"}},
+      {"key_lengths_null_with_size", [](W& w) { w.opt.key_lengths = Span<int32_t>(nullptr, 2); w.call(); }, "key_lengths", {"null"}},
+      {"query_lengths_above_lq", [](W& w) { static const std::vector<int32_t> l = {3, 4}; w.opt.query_lengths = l; w.call(); }, "query_lengths", {"4", "3"}},
+      {"key_segments_only", [](W& w) { w.opt.key_segments = Span<int32_t>(w.key_segments.p(), 10); w.call(); }, "query_segments", {"6"}},
+      {"query_segments_only", [](W& w) { w.opt.query_segments = Span<int32_t>(w.query_segments.p(), 6); w.call(); }, "key_segments", {"10"}},
+      {"query_segments_short", [](W& w) {
+         w.opt.query_segments = Span<int32_t>(w.query_segments.p(), 5);
+         w.opt.key_segments = Span<int32_t>(w.key_segments.p(), 10);
+         w.call();
+       }, "query_segments", {"6", "5"}},
+      {"key_segments_long", [](W& w) {
+         w.opt.query_segments = Span<int32_t>(w.query_segments.p(), 6);
+         w.opt.key_segments = Span<int32_t>(w.key_segments.p(), 11);
+         w.call();
+       }, "key_segments", {"10", "11"}},
+      {"alibi_count_is_hkv", [](W& w) { w.opt.alibi_slopes = Span<float>(w.slopes.p(), 2); w.call(); }, "alibi_slopes", {"4", "2"}},
+      {"alibi_slope_inf", [](W& w) { static const std::vector<float> s = {0.5f, 0.5f, 0.5f, kInf}; w.opt.alibi_slopes = s; w.call(); }, "alibi_slopes", {"inf"}},
+
+      // ---- Other options, and enums from a bad cast (a binding's garbage).
+      {"prefix_negative", [](W& w) { w.opt.prefix = -3; w.call(); }, "prefix", {"-3"}},
+      {"window_left_int64_min", [](W& w) { w.opt.window.left = kI64Min; w.call(); }, "window", {"-9223372036854775808"}},
+      {"window_right_minus_2", [](W& w) { w.opt.window.right = -2; w.call(); }, "window", {"-2"}},
+      {"threads_0", [](W& w) { w.opt.threads = 0; w.call(); }, "threads", {"0"}},
+      {"threads_2000", [](W& w) { w.opt.threads = 2000; w.call(); }, "threads", {"2000"}},
+      {"target_99", [](W& w) { w.opt.target = static_cast<maskattn::Target>(99); w.call(); }, "target", {}},
+      {"kernel_9", [](W& w) { w.opt.kernel = static_cast<maskattn::Kernel>(9); w.call(); }, "kernel", {"9"}, type},
+      {"fully_masked_5", [](W& w) { w.opt.fully_masked = static_cast<maskattn::FullyMasked>(5); w.call(); }, "fully_masked", {"5"}, type},
+      {"align_7", [](W& w) { w.opt.align = static_cast<maskattn::Align>(7); w.call(); }, "align", {"7"}, type},
+
+      // ---- KV cache: appends.
+      {"append_past_capacity", [](W& w) { w.f32.append(w.append_k(), w.append_v()); }, "sequence[1]", {"capacity is 6"}},
+      {"append_past_capacity_float16", [](W& w) { w.f16.append(w.append_k(), w.append_v()); }, "sequence[1]", {"capacity is 6"}},
+      {"append_counts_past_capacity_second_only", [](W& w) {
+         static const std::vector<int32_t> counts = {2, 2};
+         w.f32.append(w.append_k(), w.append_v(), counts);
+       }, "sequence[1]", {"nothing was written"}},
+      {"append_counts_count_3", [](W& w) { w.f32.append(w.append_k(), w.append_v(), Span<int32_t>(w.counts.p(), 3)); }, "counts", {"2", "3"}},
+      {"append_counts_above_t", [](W& w) { static const std::vector<int32_t> c = {3, 0}; w.f32.append(w.append_k(), w.append_v(), c); }, "counts[0]", {"3"}},
+      {"append_counts_negative", [](W& w) { static const std::vector<int32_t> c = {1, -1}; w.f32.append(w.append_k(), w.append_v(), c); }, "counts[1]", {"-1"}},
+      {"append_k_head_dim_wrong", [](W& w) { w.f32.append(maskattn::bhld<const float>(w.ak.p(), 2, 2, 1, 8), w.append_v()); }, "k", {"8"}},
+      {"append_v_tokens_differ_from_k", [](W& w) { w.f32.append(w.append_k(), maskattn::bhld<const float>(w.av.p(), 2, 2, 1, 6)); }, "v", {"1"}},
+      {"append_k_size_short", [](W& w) { w.f32.append(maskattn::bhld<const float>(w.ak.p(), 2, 2, 2, 4, 31), w.append_v()); }, "k", {"32", "31"}},
+      {"append_k_null", [](W& w) { w.f32.append(maskattn::bhld<const float>(nullptr, 2, 2, 2, 4), w.append_v()); }, "k", {"null"}},
+      {"append_halves_size_short", [](W& w) {
+         w.f16.append(maskattn::HalfTensor(maskattn::bhld<const uint16_t>(w.hk.p(), 2, 2, 1, 4, 16)),
+                      maskattn::HalfTensor(maskattn::bhld<const uint16_t>(w.hv.p(), 2, 2, 1, 6, 23)));
+       }, "v", {"24", "23"}},
+      {"append_beyond_max_sequence_length_ring", [](W& w) {
+         // A ring never runs out of room, but positions stay absolute: 5 + 2^23 is past the limit.
+         std::vector<float> big(size_t(p2(23)), 0.0f);
+         KVCacheConfig c = cache_config(KVType::f32, 3, 3);
+         c.batch = c.kv_heads = c.head_dim = c.value_dim = 1;
+         KVCache r(c);
+         r.append(maskattn::bhld<const float>(big.data(), 1, 1, 5, 1), maskattn::bhld<const float>(big.data(), 1, 1, 5, 1));
+         r.append(maskattn::bhld<const float>(big.data(), 1, 1, p2(23), 1), maskattn::bhld<const float>(big.data(), 1, 1, p2(23), 1));
+       }, "sequence[0]", {"8388608"}},
+
+      // ---- KV cache: truncate, attend.
+      {"truncate_beyond_length", [](W& w) { static const std::vector<int32_t> l = {4, 5}; w.f32.truncate(l); }, "lengths[0]", {"3", "4"}},
+      {"truncate_negative", [](W& w) { static const std::vector<int32_t> l = {3, -1}; w.f32.truncate(l); }, "lengths[1]", {"-1"}},
+      {"truncate_count_1", [](W& w) { w.f32.truncate(Span<int32_t>(w.lengths.p(), 1)); }, "lengths", {"2", "1"}},
+      {"truncate_null", [](W& w) { w.f16.truncate(Span<int32_t>()); }, "lengths", {"2"}},
+      {"attend_q_head_dim_wrong", [](W& w) { w.f32.attend(maskattn::bhld<const float>(w.cq.p(), 2, 4, 1, 2), w.attend_out()); }, "q", {"4", "2"}},
+      {"attend_q_batch_wrong", [](W& w) {
+         w.f32.attend(maskattn::bhld<const float>(w.cq.p(), 1, 4, 1, 4), maskattn::bhld(w.cout.p(), 1, 4, 1, 6));
+       }, "q", {"2", "1"}},
+      {"attend_q_heads_not_multiple", [](W& w) {
+         w.f16.attend(maskattn::bhld<const float>(w.cq.p(), 2, 3, 1, 4), maskattn::bhld(w.cout.p(), 2, 3, 1, 6));
+       }, "q", {"3"}},
+      {"attend_key_lengths_given", [](W& w) {
+         maskattn::Options o = KVCache::default_options();
+         o.key_lengths = Span<int32_t>(w.key_lengths.p(), 2);
+         w.f32.attend(w.attend_q(), w.attend_out(), o);
+       }, "key_lengths", {"implied"}},
+      {"attend_out_value_dim_wrong", [](W& w) { w.f32.attend(w.attend_q(), maskattn::bhld(w.cout.p(), 2, 4, 1, 4)); }, "out", {"6", "4"}},
+      {"attend_weights_size_wrong", [](W& w) {
+         maskattn::ExtraOutputs e;
+         e.weights = w.cw.p();
+         e.weights_size = 39;
+         w.f32.attend(w.attend_q(), w.attend_out(), KVCache::default_options(), e);
+       }, "weights", {"40", "39"}},
+      {"attend_softcap_subnormal", [](W& w) {
+         maskattn::Options o = KVCache::default_options();
+         o.softcap = 1e-40f;
+         w.f16.attend(w.attend_q(), w.attend_out(), o);
+       }, "softcap", {"normal"}},
+      {"attend_ring_reaches_overwritten_position", [](W& w) {
+         maskattn::Options o = KVCache::default_options();
+         o.causal = false;
+         o.window.left = -1;  // unbounded left: the ring's own rule still caps it at W - 1
+         w.ring.attend(maskattn::bhld<const float>(w.cq.p(), 2, 2, 2, 4), maskattn::bhld(w.cout.p(), 2, 2, 2, 6), o);
+       }, "q", {"overwritten"}},
+
+      // ---- KV cache: use after it was moved from (C++'s "use after dispose").
+      {"moved_from_append", [](W& w) {
+         KVCache a(cache_config(KVType::f32, 4));
+         KVCache b = std::move(a);
+         a.append(w.append_k(), w.append_v());  // NOLINT(bugprone-use-after-move): the point of the row
+       }, "cache", {"moved"}},
+      {"moved_from_attend", [](W& w) {
+         KVCache a(cache_config(KVType::f16, 4));
+         KVCache b(std::move(a));
+         a.attend(w.attend_q(), w.attend_out());  // NOLINT(bugprone-use-after-move)
+       }, "cache", {"moved"}},
+      {"moved_from_truncate", [](W& w) {
+         KVCache a(cache_config(KVType::f32, 4));
+         KVCache b = std::move(a);
+         a.truncate(Span<int32_t>(w.lengths.p(), 2));  // NOLINT(bugprone-use-after-move)
+       }, "cache", {"moved"}},
+
+      // ---- KV cache: configurations.
+      {"config_batch_0", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.batch = 0; KVCache x(c); }, "batch", {"0"}},
+      {"config_capacity_0", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 0); KVCache x(c); }, "capacity", {"0"}},
+      {"config_capacity_above_max_length", [](W&) { KVCache x(cache_config(KVType::f32, p2(23) + 1)); }, "capacity", {"8388608", "8388609"}},
+      {"config_window_above_capacity", [](W&) { KVCache x(cache_config(KVType::f32, 4, 5)); }, "capacity", {"5", "4"}},
+      {"config_window_negative", [](W&) { KVCache x(cache_config(KVType::f32, 4, -1)); }, "window", {"-1"}},
+      {"config_head_dim_0", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.head_dim = 0; KVCache x(c); }, "head_dim", {"0"}},
+      {"config_value_dim_minus_2", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.value_dim = -2; KVCache x(c); }, "value_dim", {"-2"}},
+      {"config_dtype_7", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.dtype = static_cast<KVType>(7); KVCache x(c); }, "dtype", {"7"}, type},
+      {"config_bytes_overflow", [](W&) { KVCacheConfig c = cache_config(KVType::f16, p2(23)); c.kv_heads = p2(40); KVCache x(c); }, "capacity", {"overflow"}},
+      {"config_kv_heads_negative", [](W&) { KVCacheConfig c = cache_config(KVType::f16, 4); c.kv_heads = -3; KVCache x(c); }, "kv_heads", {"-3"}},
+  };
+  return table;
+}
+
+std::string row_name(const testing::TestParamInfo<Row>& info) {
+  std::string s = info.param.name;
+  for (char& c : s)
+    if (c == '-' || c == '.') c = '_';
+  return s;
+}
+
+class Hostile : public testing::TestWithParam<Row> {};
+
+TEST_P(Hostile, RejectedByNameAndNothingWritten) {
+  const Row& row = GetParam();
+  auto w = std::make_unique<World>();
+  const auto before = w->state();
+  bool thrown = false;
+  try {
+    row.call(*w);
+  } catch (const ArgumentError& e) {
+    thrown = true;
+    EXPECT_TRUE(names(e.argument(), row.arg)) << "argument() is \"" << e.argument() << "\", expected " << row.arg
+                                              << "\n  what(): " << e.what();
+    EXPECT_EQ(e.is_type_error(), row.kind == type) << "wrong kind of error (type vs range): " << e.what();
+    for (const std::string& s : row.says)
+      EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << "what() should say \"" << s << "\": " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a std::exception that is not an ArgumentError: " << e.what();
+    thrown = true;
+  }
+  EXPECT_TRUE(thrown) << "no error: the mistake was accepted";
+  const auto after = w->state();
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_TRUE(before[i] == after[i]) << kStateNames[i] << " was written (or a guard zone around it was)";
+  EXPECT_EQ(w->stats.tiles_full + w->stats.tiles_mixed + w->stats.tiles_skipped, 0) << "stats were written";
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, Hostile, testing::ValuesIn(rows()), row_name);
+
+TEST(Hostile, TableHasAtLeastSixtyRows) { EXPECT_GE(rows().size(), 60u); }
+
+// The world itself is valid: every call above fails only because of its one mistake.
+TEST(Hostile, TheWorldIsValid) {
+  World w;
+  EXPECT_NO_THROW(w.call());
+  World c;
+  EXPECT_NO_THROW(c.f32.attend(c.attend_q(), c.attend_out()));
+  EXPECT_NO_THROW(c.f16.attend(c.attend_q(), c.attend_out()));
+  EXPECT_NO_THROW(c.ring.attend(c.attend_q(), c.attend_out()));
+  World a;
+  a.counts.p()[0] = 2;
+  a.counts.p()[1] = 1;
+  EXPECT_NO_THROW(a.f32.append(a.append_k(), a.append_v(), Span<int32_t>(a.counts.p(), 2)));
+  a.lengths.p()[0] = 1;
+  a.lengths.p()[1] = 0;
+  EXPECT_NO_THROW(a.f16.truncate(Span<int32_t>(a.lengths.p(), 2)));
+}
+
+// Boundary values next to rows of the table are accepted (the checks are not off by one).
+TEST(Hostile, BoundariesAreAccepted) {
+  {
+    World w;  // the smallest normal float is a valid softcap at scale 0.5 (ratio ~4e37 fits float)
+    w.opt.softcap = std::numeric_limits<float>::min();
+    EXPECT_NO_THROW(w.call());
+    for (size_t i = 0; i < w.out.size(); ++i) ASSERT_FALSE(std::isnan(w.out.p()[i])) << i;
+  }
+  {
+    World w;  // empty problem with modest D and Dv
+    empty_dims(w, 4096, 4096);
+    EXPECT_NO_THROW(w.call());
+  }
+  {
+    World w;  // segments with Lk = 0: no key ids to give (an empty std::vector has no data)
+    w.extra = maskattn::ExtraOutputs{};
+    w.kv.shape[2] = w.vv.shape[2] = 0;
+    const std::vector<int32_t> none;
+    w.opt.query_segments = Span<int32_t>(w.query_segments.p(), 6);
+    w.opt.key_segments = none;
+    EXPECT_NO_THROW(w.call());
+    for (size_t i = 0; i < w.out.size(); ++i) ASSERT_EQ(w.out.p()[i], 0.0f) << "fully masked rows give 0";
+  }
+  {
+    World w;  // empty tensors with any B: nothing to write, so nothing to do (visiting 2^40 rows took days)
+    empty_dims(w, 0, 0);
+    w.qv.shape[0] = w.kv.shape[0] = w.vv.shape[0] = w.ov.shape[0] = p2(40);
+    w.qv.shape[2] = w.ov.shape[2] = 3;
+    w.kv.shape[2] = w.vv.shape[2] = 5;
+    EXPECT_NO_THROW(w.call());
+  }
+  {
+    World w;  // empty K and V (Lk = 0) with null data and a real head stride (blhd): nothing is read,
+              // and no pointer arithmetic on null (the reference did it; found by tests/fuzz)
+    w.extra = maskattn::ExtraOutputs{};
+    w.opt.stats = nullptr;
+    w.kv = maskattn::blhd<const float>(nullptr, 2, 0, 2, 4);
+    w.vv = maskattn::blhd<const float>(nullptr, 2, 0, 2, 6);
+    EXPECT_NO_THROW(w.call());
+    EXPECT_NO_THROW((void)maskattn::reference_attention(w.qv, w.kv, w.vv, w.opt));
+    w.opt.target = maskattn::Target::reference;
+    EXPECT_NO_THROW(w.call());
+  }
+  {
+    World w;  // a moved-from cache answers its noexcept accessors as empty
+    KVCache b = std::move(w.f32);
+    EXPECT_TRUE(w.f32.lengths().empty());  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(w.f32.byte_length(), 0);
+    EXPECT_EQ(w.f32.key_data(), nullptr);
+    w.f32.reset();
+    EXPECT_EQ(b.lengths()[1], 5);
+  }
+}
+
+// Valid problems read only their own tensors: K, V, Q in buffers of exactly their size (the
+// AddressSanitizer build reports any read past them). The sweep covers what the fuzzer found: with
+// top-left alignment, a window whose diagonal lies beyond the valid keys, and a prefix, the decode
+// kernel's key chunks reached past Lk.
+TEST(Hostile, ValidProblemsReadOnlyTheirTensors) {
+  std::vector<maskattn::Target> targets;
+  for (auto t : {maskattn::Target::scalar, maskattn::Target::sse2, maskattn::Target::avx2, maskattn::Target::avx512,
+                 maskattn::Target::simd128, maskattn::Target::neon64})
+    if (maskattn::target_available(t)) targets.push_back(t);
+  int runs = 0;
+  for (int64_t Lq : {1, 5, 12})
+    for (int64_t Lk : {0, 1, 3, 70})
+      for (int align = 0; align < 2; ++align)
+        for (int64_t left : {-1, 0, 4})
+          for (int64_t right : {-1, 0, 10})
+            for (int64_t prefix : {0, 2, 5}) {
+              const int64_t B = 2, H = 2, D = 3, Dv = 2;
+              std::vector<float> q(size_t(B * H * Lq * D), 0.5f), k(size_t(B * H * Lk * D), 0.25f),
+                  v(size_t(B * H * Lk * Dv), 1.0f), o(size_t(B * H * Lq * Dv));
+              maskattn::Options opt;
+              opt.align = align ? maskattn::Align::top_left : maskattn::Align::bottom_right;
+              opt.window = {left, right};
+              opt.prefix = prefix;
+              const std::vector<int32_t> key_lengths = {int32_t(Lk), int32_t(Lk / 2)};
+              opt.key_lengths = key_lengths;
+              const auto qv = maskattn::bhld<const float>(q.data(), B, H, Lq, D, int64_t(q.size()));
+              const auto kv = maskattn::bhld<const float>(k.data(), B, H, Lk, D, int64_t(k.size()));
+              const auto vv = maskattn::bhld<const float>(v.data(), B, H, Lk, Dv, int64_t(v.size()));
+              const auto ref = maskattn::reference_attention(qv, kv, vv, opt);
+              for (auto t : targets)
+                for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split}) {
+                  opt.target = t;
+                  opt.kernel = kernel;
+                  maskattn::attention(qv, kv, vv, maskattn::bhld(o.data(), B, H, Lq, Dv, int64_t(o.size())), opt);
+                  ++runs;
+                  for (size_t n = 0; n < o.size(); ++n)
+                    ASSERT_NEAR(o[n], ref.out[n], 1e-5) << "Lq " << Lq << " Lk " << Lk << " align " << align << " window ("
+                                                         << left << ", " << right << ") prefix " << prefix << " "
+                                                         << maskattn::target_name(t) << " " << maskattn::kernel_name(kernel);
+                }
+            }
+  EXPECT_GT(runs, 1000);
+}
+
+}  // namespace

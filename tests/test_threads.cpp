@@ -1,0 +1,225 @@
+// Threads: the library called from several application threads at once, on shared inputs and a
+// shared KV cache (attend is const), with and without its own worker pool; results bitwise equal
+// whatever the number of threads (1, 2, 3, 8) on problems that really split. Native only (the
+// WebAssembly test builds' threads are a fixed pool of workers); scripts/test.sh also runs this
+// file's tests, with the thread-count invariance tests, under ThreadSanitizer (build/tsan).
+#include <gtest/gtest.h>
+
+#if !defined(__EMSCRIPTEN__)  // WebAssembly's pthreads come from a fixed pool of workers: not here
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "maskattn/maskattn.hpp"
+
+namespace {
+
+using maskattn::ConstTensor;
+using maskattn::KVCache;
+using maskattn::Options;
+
+std::vector<float> values(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (float& x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
+  }
+  return v;
+}
+
+std::vector<maskattn::Target> targets() {
+  std::vector<maskattn::Target> t;
+  for (auto x : {maskattn::Target::scalar, maskattn::Target::sse2, maskattn::Target::avx2, maskattn::Target::avx512,
+                 maskattn::Target::neon64})
+    if (maskattn::target_available(x)) t.push_back(x);
+  return t;
+}
+
+// Problems that split across threads: decode-shaped with several key chunks, prefill-shaped with
+// several query blocks per head, and a masked one.
+struct Shape {
+  const char* name;
+  int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
+  bool causal;
+};
+const Shape kShapes[] = {
+    {"decode_long_keys", 1, 8, 2, 2, 2600, 32, 32, true},
+    {"prefill_blocks", 1, 4, 4, 200, 200, 32, 32, true},
+    {"gqa_window", 2, 4, 2, 40, 700, 16, 24, false},
+};
+
+struct Inputs {
+  Shape s;
+  std::vector<float> q, k, v;
+  std::vector<int32_t> key_lengths;
+  explicit Inputs(const Shape& shape) : s(shape) {
+    q = values(size_t(s.B * s.Hq * s.Lq * s.D), 1);
+    k = values(size_t(s.B * s.Hkv * s.Lk * s.D), 2);
+    v = values(size_t(s.B * s.Hkv * s.Lk * s.Dv), 3);
+    for (int64_t b = 0; b < s.B; ++b) key_lengths.push_back(int32_t(s.Lk - 37 * b));
+  }
+  Options options(maskattn::Target t, maskattn::Kernel kernel, int threads, maskattn::Stats* stats) const {
+    Options o;
+    o.causal = s.causal;
+    o.key_lengths = key_lengths;
+    if (!s.causal) o.window = {300, 50};
+    o.target = t;
+    o.kernel = kernel;
+    o.threads = threads;
+    o.stats = stats;
+    return o;
+  }
+  // O, weights and lse in one vector (bitwise comparisons).
+  std::vector<float> run(maskattn::Target t, maskattn::Kernel kernel, int threads, maskattn::Stats* stats = nullptr) const {
+    const int64_t no = s.B * s.Hq * s.Lq * s.Dv, nw = s.B * s.Hq * s.Lq * s.Lk, nl = s.B * s.Hq * s.Lq;
+    std::vector<float> r(size_t(no + nw + nl));
+    maskattn::ExtraOutputs extra;
+    extra.weights = r.data() + no;
+    extra.lse = r.data() + no + nw;
+    maskattn::attention(maskattn::bhld<const float>(q.data(), s.B, s.Hq, s.Lq, s.D),
+                        maskattn::bhld<const float>(k.data(), s.B, s.Hkv, s.Lk, s.D),
+                        maskattn::bhld<const float>(v.data(), s.B, s.Hkv, s.Lk, s.Dv),
+                        maskattn::bhld(r.data(), s.B, s.Hq, s.Lq, s.Dv), options(t, kernel, threads, stats), extra);
+    return r;
+  }
+};
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// 1, 2, 3 and 8 threads give the same bits, every kernel, every target; the problems really split.
+TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
+  for (const Shape& shape : kShapes) {
+    const Inputs in(shape);
+    for (auto t : targets())
+      for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split}) {
+        const std::vector<float> one = in.run(t, kernel, 1);
+        for (int threads : {2, 3, 8}) {
+          maskattn::Stats stats;
+          const std::vector<float> many = in.run(t, kernel, threads, &stats);
+          EXPECT_GE(stats.threads_used, 2) << shape.name << " must really split";
+          EXPECT_TRUE(bitwise_equal(one, many)) << shape.name << " " << maskattn::target_name(t) << " "
+                                                << maskattn::kernel_name(kernel) << ": " << threads << " threads";
+        }
+      }
+  }
+}
+
+// Several application threads call attention() at once on the same inputs, each asking for the
+// library's own threads too (one job runs in the pool at a time; the others run inline): every
+// result is bitwise the single-threaded one.
+TEST(Threads, ConcurrentCallsOnSharedInputs) {
+  const Inputs in(kShapes[0]);
+  const Inputs other(kShapes[2]);
+  const auto t = maskattn::best_target();
+  const std::vector<float> expected = in.run(t, maskattn::Kernel::automatic, 1);
+  const std::vector<float> expected_other = other.run(t, maskattn::Kernel::automatic, 1);
+  std::atomic<int> mismatches{0}, errors{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&, c] {
+      try {
+        for (int n = 0; n < 6; ++n) {
+          const bool mine = (c + n) % 2 == 0;
+          const std::vector<float> r = mine ? in.run(t, maskattn::Kernel::automatic, 1 + (c + n) % 4)
+                                            : other.run(t, maskattn::Kernel::automatic, 1 + n % 3);
+          if (!bitwise_equal(r, mine ? expected : expected_other)) ++mismatches;
+        }
+      } catch (...) {
+        ++errors;
+      }
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+}
+
+// A shared KV cache read by several threads at once (attend is const), float32 and float16, a
+// ring, with 1 to 4 library threads each: every answer is bitwise the single-threaded one.
+TEST(Threads, SharedCacheAttendedConcurrently) {
+  for (auto dtype : {maskattn::KVType::f32, maskattn::KVType::f16})
+    for (int64_t window : {0, 900}) {
+      maskattn::KVCacheConfig c;
+      c.batch = 2;
+      c.kv_heads = 2;
+      c.capacity = 2048;
+      c.head_dim = 32;
+      c.dtype = dtype;
+      c.window = window;
+      KVCache cache(c);
+      const int64_t T = 1500;
+      const std::vector<float> k = values(size_t(2 * 2 * T * 32), 7), v = values(size_t(2 * 2 * T * 32), 8);
+      const std::vector<int32_t> counts = {int32_t(T), int32_t(T - 300)};
+      cache.append(maskattn::bhld<const float>(k.data(), 2, 2, T, 32), maskattn::bhld<const float>(v.data(), 2, 2, T, 32), counts);
+      const int64_t Hq = 8, Lq = 2;
+      const std::vector<float> q = values(size_t(2 * Hq * Lq * 32), 9);
+      auto attend = [&](int threads) {
+        std::vector<float> out(size_t(2 * Hq * Lq * 32)), lse(size_t(2 * Hq * Lq));
+        Options o = KVCache::default_options();
+        o.threads = threads;
+        maskattn::ExtraOutputs extra;
+        extra.lse = lse.data();
+        cache.attend(maskattn::bhld<const float>(q.data(), 2, Hq, Lq, 32), maskattn::bhld(out.data(), 2, Hq, Lq, 32), o, extra);
+        out.insert(out.end(), lse.begin(), lse.end());
+        return out;
+      };
+      const std::vector<float> expected = attend(1);
+      for (int threads : {2, 3, 8}) EXPECT_TRUE(bitwise_equal(attend(threads), expected)) << threads << " threads";
+      std::atomic<int> mismatches{0}, errors{0};
+      std::vector<std::thread> readers;
+      for (int r = 0; r < 4; ++r)
+        readers.emplace_back([&, r] {
+          try {
+            for (int n = 0; n < 5; ++n)
+              if (!bitwise_equal(attend(1 + (r + n) % 4), expected)) ++mismatches;
+          } catch (...) {
+            ++errors;
+          }
+        });
+      for (auto& t : readers) t.join();
+      EXPECT_EQ(mismatches.load(), 0) << "dtype " << int(dtype) << " window " << window;
+      EXPECT_EQ(errors.load(), 0);
+    }
+}
+
+// Errors from several threads at once: each caller gets its own ArgumentError, the library state
+// (the pool) is unharmed, and valid calls running alongside are right.
+TEST(Threads, ErrorsOnSomeThreadsDoNotDisturbOthers) {
+  const Inputs in(kShapes[1]);
+  const auto t = maskattn::best_target();
+  const std::vector<float> expected = in.run(t, maskattn::Kernel::automatic, 1);
+  std::atomic<int> wrong{0}, argument_errors{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c)
+    callers.emplace_back([&, c] {
+      for (int n = 0; n < 4; ++n) {
+        if (c % 2 == 0) {
+          if (!bitwise_equal(in.run(t, maskattn::Kernel::automatic, 3), expected)) ++wrong;
+        } else {
+          try {
+            Options o = in.options(t, maskattn::Kernel::automatic, 4, nullptr);
+            o.softcap = -1.0f;
+            std::vector<float> out(size_t(in.s.B * in.s.Hq * in.s.Lq * in.s.Dv));
+            maskattn::attention(maskattn::bhld<const float>(in.q.data(), in.s.B, in.s.Hq, in.s.Lq, in.s.D),
+                                maskattn::bhld<const float>(in.k.data(), in.s.B, in.s.Hkv, in.s.Lk, in.s.D),
+                                maskattn::bhld<const float>(in.v.data(), in.s.B, in.s.Hkv, in.s.Lk, in.s.Dv),
+                                maskattn::bhld(out.data(), in.s.B, in.s.Hq, in.s.Lq, in.s.Dv), o);
+          } catch (const maskattn::ArgumentError& e) {
+            if (e.argument() == "softcap") ++argument_errors;
+          }
+        }
+      }
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(argument_errors.load(), 8);
+}
+
+}  // namespace
+
+#endif
