@@ -157,13 +157,16 @@ struct Simd {
     const V xc = xsimd::select(x < V(kFlushBelow), V(kFlushBelow), x);
     const V t = xc + V(kRoundMagic);
     const V r = xc - (t - V(kRoundMagic));  // r in [-0.5, 0.5]
+    // Horner: each step's multiply is on the dependency chain, where a fused multiply-add's
+    // shorter latency pays even on CPUs whose separate add pipes make mul + add as fast as FMA
+    // for accumulations (the relaxed-SIMD build's fma).
     V p = V(c6);
-    p = xsimd::fma(p, r, V(c5));
-    p = xsimd::fma(p, r, V(c4));
-    p = xsimd::fma(p, r, V(c3));
-    p = xsimd::fma(p, r, V(c2));
-    p = xsimd::fma(p, r, V(c1));
-    p = xsimd::fma(p, r, V(1.0f));
+    p = fma(p, r, V(c5));
+    p = fma(p, r, V(c4));
+    p = fma(p, r, V(c3));
+    p = fma(p, r, V(c2));
+    p = fma(p, r, V(c1));
+    p = fma(p, r, V(1.0f));
     // t's low mantissa bits hold k = round(x); shifting by 23 moves k into the exponent field.
 #if defined(__aarch64__) && defined(__ARM_NEON)
     // xsimd 8.1's NEON bitwise_cast goes through a table of function pointers, which g++ 12 leaves
