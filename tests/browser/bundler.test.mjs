@@ -13,13 +13,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'vite';
-import { chromium } from 'playwright-core';
+import { launchChromium } from './chromium.mjs';
 import { referenceAttention, mismatch } from '../js/reference.mjs';
 
 const appDir = fileURLToPath(new URL('./bundler-app/', import.meta.url));
-const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-  '--disable-component-update', '--disable-sync'];
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
 
 let outDir;
@@ -63,7 +60,7 @@ before(async () => {
   isolatedServer = createServer(serve(true));
   await new Promise((resolve) => isolatedServer.listen(0, '127.0.0.1', resolve));
   isolatedOrigin = `http://127.0.0.1:${isolatedServer.address().port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+  browser = await launchChromium();
 });
 
 after(async () => {
