@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 log=$(mktemp)
-step() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+step() { printf '\n==> [%s] %s\n' "$(date -u -d @$((SECONDS - started)) +%M:%S)" "$*"; }
 # Runs a command, shows its output, adds its ctest / node:test counts to the totals.
 run() {
   "$@" 2>&1 | tee "$log"
@@ -51,12 +52,12 @@ build() {  # build DIR [cmake args...]: configure once, then build
 step "native build (Release): kernels sse2, avx2, avx512 with run-time dispatch"
 run build build/native -DCMAKE_BUILD_TYPE=Release
 step "native tests: every dispatch target the CPU has, the README example, the installed package"
-run ctest --test-dir build/native --output-on-failure
+run ctest --test-dir build/native --output-on-failure -j2
 
 step "native build with AddressSanitizer + UndefinedBehaviorSanitizer"
 run build build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMASKATTN_SANITIZE=ON -DMASKATTN_BUILD_EXAMPLES=OFF
 step "sanitizer tests"
-run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -E installed_package_consumer
+run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j2 -E installed_package_consumer
 
 # ThreadSanitizer: the tests that run threads (test_threads.cpp: concurrent callers on shared
 # inputs and a shared KV cache, thread-count invariance on every kernel; the target-parameterised
@@ -77,7 +78,7 @@ run bash -c 'if bash scripts/fuzz.sh 120; then echo "0 tests failed out of 1"; e
 step "aarch64 cross build (kernels scalar, neon64) with aarch64-linux-gnu-g++"
 run build build/aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake"
 step "aarch64 tests under qemu-aarch64: the same suite on neon64 and scalar, the installed package"
-run ctest --test-dir build/aarch64 --output-on-failure
+run ctest --test-dir build/aarch64 --output-on-failure -j2
 
 # The same build directories as scripts/build-wasm.sh (which then only relinks the npm modules).
 # simd-relaxed: emcc on clang-19 (f32x4.relaxed_madd); simd-threads: pthreads, the pool on workers.
@@ -98,5 +99,5 @@ if [ -f scripts/test-js.sh ]; then
 fi
 
 echo
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed (in $(date -u -d @$((SECONDS - started)) +%M:%S))"
 [ "$failed" -eq 0 ]
