@@ -104,6 +104,12 @@ if (existsSync(join(root, 'bench/js/generation-bench.mjs'))) {
   else if (hasPackage('onnxruntime-web')) generationOk = run('node', ['bench/js/generation-bench.mjs', ...q], { allowFail: true });
 }
 
+let chromiumOk = true;
+step('WebAssembly in headless Chromium: plain, relaxed-SIMD and threaded builds on the demo page');
+if (!haveWasm) console.log('skipped: no dist/');
+else if (!existsSync('/usr/bin/chromium') && !process.env.CHROMIUM_PATH) console.log('skipped: no Chromium (scripts/setup.sh installs it)');
+else chromiumOk = run('node', ['bench/js/chromium-bench.mjs', ...q], { allowFail: true });
+
 const results = { native: readJson(files.native), ortNode: readJson(files.ortNode), wasm: readJson(files.wasm) };
 writeFileSync(join(resultsDir, 'all.json'), `${JSON.stringify(results, null, 1)}\n`);
 
@@ -154,4 +160,4 @@ if (!argv.includes('--no-chart') && (results.native || results.wasm)) {
 for (const note of notes) console.log(`\nnote: ${note}`);
 process.stderr.write(`\ndone in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
 const nodeOk = !haveWasm || ((ortNodeOk || !hasPackage('onnxruntime-node')) && (wasmOk || !hasPackage('onnxruntime-web')));
-process.exit(nativeOk && cacheOk && generationOk && nodeOk && !notes.length ? 0 : 1);
+process.exit(nativeOk && cacheOk && generationOk && chromiumOk && nodeOk && !notes.length ? 0 : 1);

@@ -4,7 +4,9 @@
 // maskattn SIMD128 is measured through attention() (inputs copied into wasm memory and the output
 // copied out on every call) and through a Workspace (inputs already in wasm memory); the relaxed
 // rows through Workspaces of the threaded module, with `threads: 1` and `threads: N`.
-//   node bench/js/node-bench.mjs [--quick] [--json FILE] [--case ID[,ID...]] [--threads N]
+//   node bench/js/node-bench.mjs [--quick] [--json FILE] [--case ID[,ID...]] [--threads N] [--ort-threads N]
+// --ort-threads N runs onnxruntime-web on N threads (its threaded wasm; default 1), to compare
+// maskattn's N-thread rows with it at the same thread count.
 // Relaxed SIMD: Node 20 needs --experimental-wasm-relaxed-simd, set below before anything compiles.
 // Method: interleaved calls in shuffled order, inputs rotated over 2-4 copies, medians (wall clock).
 // Each implementation's output is checked once against maskattn SIMD128's (max abs diff <= 1e-3).
@@ -17,8 +19,10 @@ import { CASES, copiesFor, lpad, machine, makeInputs, maskattnOptions, maxAbsDif
 v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
 const threadsArg = process.argv.indexOf('--threads');
 const THREADS = threadsArg > 0 ? Number(process.argv.splice(threadsArg, 2)[1]) : 2;
+const ortThreadsArg = process.argv.indexOf('--ort-threads');
+const ORT_THREADS = ortThreadsArg > 0 ? Number(process.argv.splice(ortThreadsArg, 2)[1]) : 1;
 const args = parseArgs();
-ort.env.wasm.numThreads = 1;  // one core for everyone
+ort.env.wasm.numThreads = ORT_THREADS;  // 1 by default: one core for everyone
 ort.env.logLevel = 'error';
 
 const simd = await init({ simd: true, relaxed: false, threads: 1 });
@@ -26,11 +30,11 @@ const scalar = await init({ simd: false });
 const relaxed = await init({ simd: true, relaxed: true, threads: THREADS });  // threads: 1 or THREADS per call
 const info = machine();
 const ortVersion = ort.env.versions?.web ?? ort.env.versions?.common ?? '?';
-console.log(`maskattn ${simd.backend.version}: ${simd.backend.arch} (${simd.backend.lanes} lanes), ${relaxed.backend.build} (${relaxed.backend.threads} threads) and scalar; onnxruntime-web ${ortVersion} wasm, 1 thread; Node ${process.versions.node}`);
+console.log(`maskattn ${simd.backend.version}: ${simd.backend.arch} (${simd.backend.lanes} lanes), ${relaxed.backend.build} (${relaxed.backend.threads} threads) and scalar; onnxruntime-web ${ortVersion} wasm, ${ORT_THREADS} thread${ORT_THREADS > 1 ? 's' : ''}; Node ${process.versions.node}`);
 console.log(`${info.cpu}, ${info.cores} cores; ${info.date}; median of interleaved calls over rotating input copies${args.quick ? '; QUICK run' : ''}`);
 console.log(`${pad('case', 34)} ${pad('impl', 24)} ${lpad('ms/call', 10)} ${lpad('rate', 12)} ${lpad('vs ort', 8)}`);
 
-const out = { machine: info, node: process.versions.node, ort: { package: 'onnxruntime-web', version: ortVersion, threads: 1 }, quick: args.quick, cases: [] };
+const out = { machine: info, node: process.versions.node, ort: { package: 'onnxruntime-web', version: ortVersion, threads: ORT_THREADS }, quick: args.quick, cases: [] };
 const selected = CASES.filter((c) => c.wasm && (!args.cases || args.cases.includes(c.id)));
 for (const [ci, c] of selected.entries()) {
   const s = setup(c);
@@ -59,7 +63,7 @@ for (const [ci, c] of selected.entries()) {
       session = await ort.InferenceSession.create(model, { executionProviders: ['wasm'] });
       const feeds = inputs.map((input) => ortFeeds(ort, s, input, mask));
       check('onnxruntime-web', (await session.run(feeds[0])).Y.data);
-      impls.push({ name: 'onnxruntime-web', run: (cp) => session.run(feeds[cp]) });
+      impls.push({ name: 'onnxruntime-web', threads: ORT_THREADS, run: (cp) => session.run(feeds[cp]) });
     } catch (e) {
       const msg = String(e?.message ?? e).split('\n')[0];
       entry.notes.push(`onnxruntime-web could not run this case: ${msg}`);
