@@ -26,6 +26,7 @@
 
 #include "maskattn/maskattn.hpp"
 #include "maskattn/reference.hpp"
+#include "../tensor.hpp"
 
 namespace {
 
@@ -82,38 +83,9 @@ struct Gen {
   float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) * (1.0f / 16777216.0f); }
 };
 
-// A logical [B, H, L, D] tensor inside a buffer with padding (NaN for inputs, a sentinel for
-// outputs) around and between rows: reads or writes outside the view show up.
-struct Tensor {
-  int64_t shape[4] = {0, 0, 0, 0};
-  int64_t strides[4] = {0, 0, 0, 1};
-  int64_t offset = 0;
-  std::vector<float> buf;
-  int64_t index(int64_t b, int64_t h, int64_t l, int64_t d) const {
-    return offset + b * strides[0] + h * strides[1] + l * strides[2] + d;
-  }
-  template <class T>
-  maskattn::TensorView<T> view(T* base) const {
-    maskattn::TensorView<T> t;
-    t.data = base + offset;
-    for (int i = 0; i < 4; ++i) {
-      t.shape[i] = shape[i];
-      t.strides[i] = strides[i];
-    }
-    t.size = int64_t(buf.size()) - offset;
-    return t;
-  }
-  ConstTensor cview() const { return view<const float>(buf.data()); }
-  MutableTensor mview() { return view<float>(buf.data()); }
-  std::vector<double> dense() const {
-    std::vector<double> out;
-    for (int64_t b = 0; b < shape[0]; ++b)
-      for (int64_t h = 0; h < shape[1]; ++h)
-        for (int64_t l = 0; l < shape[2]; ++l)
-          for (int64_t d = 0; d < shape[3]; ++d) out.push_back(buf[size_t(index(b, h, l, d))]);
-    return out;
-  }
-};
+// Tensors (tests/tensor.hpp) are made with padding (NaN for inputs, a sentinel for outputs) around
+// and between rows: reads or writes outside the view show up.
+using maskattn_test::Tensor;
 
 // layout 0: bhld, 1: blhd, 2: bhld with gaps (row, head, batch) and a misaligned start.
 Tensor make(int layout, int64_t B, int64_t H, int64_t L, int64_t D, float pad) {
@@ -413,16 +385,8 @@ void check_outputs(const Problem& p, References r) {
     for (size_t at = 0; p.want_weights && at < r.fp64.weights.size(); ++at)
       if (std::isnan(r.fp64.weights[at]) && p.weights[at] == 0.0f) r.fp64.weights[at] = r.fp32.weights[at] = 0.0;
   }
-  std::vector<float> out;
-  std::vector<uint8_t> inside(p.out.buf.size(), 0);
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t h = 0; h < p.Hq; ++h)
-      for (int64_t l = 0; l < p.Lq; ++l)
-        for (int64_t d = 0; d < p.Dv; ++d) {
-          const int64_t at = p.out.index(b, h, l, d);
-          out.push_back(p.out.buf[size_t(at)]);
-          inside[size_t(at)] = 1;
-        }
+  const std::vector<float> out = p.out.dense();
+  const std::vector<uint8_t> inside = p.out.addressed();
   for (size_t i = 0; i < p.out.buf.size(); ++i)
     FUZZ_CHECK(inside[i] || p.out.buf[i] == kSentinel, "out written outside its view at " + std::to_string(i));
   // Known divergence 2 (reported): the kernel's exp flushes weights below the smallest normal float
@@ -465,7 +429,7 @@ bool small(const ConstTensor& t) {
 void attention_case(FuzzedDataProvider& in) {
   Problem p = build_problem(in);
   try {
-    maskattn::attention(p.q.cview(), p.k.cview(), p.v.cview(), p.out.mview(), p.opt, p.extra);
+    maskattn::attention(p.q.cview(), p.k.cview(), p.v.cview(), p.out.view(), p.opt, p.extra);
   } catch (const ArgumentError& e) {
     // The generator can combine valid pieces into an invalid whole (a tiny softcap with a large
     // scale): then nothing is written, and the reference, which validates the same, agrees.
@@ -492,7 +456,7 @@ void hostile_case(FuzzedDataProvider& in) {
   const int64_t x = in.ConsumeIntegral<int64_t>();
   const int dim = in.ConsumeIntegralInRange<int>(0, 3);
   ConstTensor q = p.q.cview(), k = p.k.cview(), v = p.v.cview();
-  MutableTensor out = p.out.mview();
+  MutableTensor out = p.out.view();
   ConstTensor* inputs[3] = {&q, &k, &v};
   ConstTensor& t = *inputs[in.ConsumeIntegralInRange<int>(0, 2)];
   Options& o = p.opt;
