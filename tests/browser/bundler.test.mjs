@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'vite';
-import { launchChromium } from './chromium.mjs';
+import { launchChromium, watchProblems } from './chromium.mjs';
 import { referenceAttention, mismatch } from '../js/reference.mjs';
 
 const appDir = fileURLToPath(new URL('./bundler-app/', import.meta.url));
@@ -131,10 +131,7 @@ test('the bundled page runs causal attention in Chromium: right numbers, SIMD128
 test('served cross-origin isolated, the bundled page runs the threaded build on 2 threads', async () => {
   const page = await browser.newPage();
   const problems = [];
-  page.on('console', (msg) => { if (msg.type() === 'error' || msg.type() === 'warning') problems.push(`console ${msg.type()}: ${msg.text()}`); });
-  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`));
-  page.on('requestfailed', (req) => problems.push(`request failed: ${req.url()} ${req.failure()?.errorText}`));
-  page.on('response', (res) => { if (res.status() >= 400) problems.push(`HTTP ${res.status()}: ${res.url()}`); });
+  await watchProblems(page, problems);
   try {
     await page.goto(`${isolatedOrigin}/`, { waitUntil: 'load' });
     await page.waitForFunction(() => document.getElementById('status')?.textContent !== 'loading', null, { timeout: 30_000 });

@@ -8,7 +8,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launchChromium } from './chromium.mjs';
+import { launchChromium, watchProblems } from './chromium.mjs';
 import { start } from '../../scripts/serve.mjs';
 
 
@@ -30,14 +30,7 @@ after(async () => {
 /** The demo page (query: '' or '?isolation=off'), loaded; problems collects errors and warnings. */
 async function openDemo(query, problems) {
   const page = await context.newPage();
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-  page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()} (${r.failure()?.errorText})`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
-  });
+  await watchProblems(page, problems);
   await page.goto(server.url + query);
   await page.waitForFunction(() => window.__maskattnDemo?.ready === true || !document.getElementById('error').hidden, null, { timeout: 30000 });
   const error = await page.evaluate(() => (document.getElementById('error').hidden ? null : document.getElementById('error').textContent));
