@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "kernel/half.hpp"
+#include "kernel/quant.hpp"
 #include "core/problem.hpp"
 #include "dispatch/targets.hpp"
 #include "mask/row_keys.hpp"
@@ -37,12 +38,26 @@ uint16_t float_to_half(float x) noexcept {
 
 float half_to_float(uint16_t h) noexcept { return detail::half_bits_to_float(h); }
 
+const char* kv_type_name(KVType t) noexcept {
+  switch (t) {
+    case KVType::f32: return "f32";
+    case KVType::f16: return "f16";
+    case KVType::q8: return "q8";
+    case KVType::q4: return "q4";
+  }
+  return "?";
+}
+
 namespace {
 using detail::cat;
 using detail::fail;
 using detail::fail_type;
 
-int64_t element_bytes(KVType t) { return t == KVType::f16 ? 2 : 4; }
+bool valid_type(KVType t) { return t == KVType::f32 || t == KVType::f16 || t == KVType::q8 || t == KVType::q4; }
+// Units of a stored row that a stride counts: floats, halves, or bytes (quantized rows).
+int64_t row_units(KVType t, int64_t n) {
+  return t == KVType::f32 ? n : t == KVType::f16 ? n : detail::stored_row_bytes(t, n);
+}
 
 [[noreturn]] void fail_type_or_range(const ArgumentError& e, const std::string& message) {
   throw ArgumentError("q", message, e.is_type_error());
@@ -50,9 +65,13 @@ int64_t element_bytes(KVType t) { return t == KVType::f16 ? 2 : 4; }
 }  // namespace
 
 struct KVCache::Impl {
-  KVCacheConfig cfg;
-  std::vector<float> k32, v32;      // f32 caches
-  std::vector<uint16_t> k16, v16;   // f16 caches
+  KVCacheConfig cfg;                // dtypes resolved
+  KVType ktype = KVType::f32, vtype = KVType::f32;
+  bool rotated = false;             // keys stored as R·k (kernel/quant.hpp)
+  int64_t k_row_bytes = 0, v_row_bytes = 0;
+  // [B, Hkv, capacity] rows of K and of V, in their dtype's format (kernel/quant.hpp). uint8_t storage
+  // from operator new is aligned for floats and halves.
+  std::vector<uint8_t> k, v;
   std::vector<int32_t> lengths;     // tokens seen per sequence (absolute positions)
   std::vector<int32_t> first;       // lowest position still held (a ring overwrites older ones)
 
@@ -61,9 +80,12 @@ struct KVCache::Impl {
   int64_t cap() const { return cfg.capacity; }
   bool ring() const { return cfg.window > 0; }
   int64_t slot(int64_t pos) const { return ring() ? pos % cap() : pos; }
-  // Row offset (in elements) of position `pos` of (b, h) in K (row = D) or V (row = Dv).
-  int64_t row(int64_t b, int64_t h, int64_t pos, int64_t width) const {
-    return ((b * cfg.kv_heads + h) * cap() + slot(pos)) * width;
+  // The stored row of position `pos` of (b, h) in K or V.
+  uint8_t* row(std::vector<uint8_t>& store, int64_t row_bytes, int64_t b, int64_t h, int64_t pos) {
+    return store.data() + ((b * cfg.kv_heads + h) * cap() + slot(pos)) * row_bytes;
+  }
+  const uint8_t* row(const std::vector<uint8_t>& store, int64_t row_bytes, int64_t b, int64_t h, int64_t pos) const {
+    return store.data() + ((b * cfg.kv_heads + h) * cap() + slot(pos)) * row_bytes;
   }
 
   template <class In>
@@ -97,23 +119,40 @@ struct KVCache::Impl {
     }
   }
 
-  // Copies the new positions in (rounding floats to halves for f16 caches).
-  template <class In, class Store>
-  void write(const TensorView<const In>& src, Store* dst, int64_t width, const std::vector<int32_t>& take) {
+  // Copies the new positions in, converting each row to the cache's format (float16 rounding,
+  // rotation and quantization for q8/q4).
+  template <class In>
+  void write(const TensorView<const In>& src, std::vector<uint8_t>& store, KVType t, int64_t width,
+             int64_t row_bytes, bool rotate_rows, const std::vector<int32_t>& take) {
+    std::vector<float> scratch(static_cast<size_t>(width));
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
       // A ring keeps only its newest `capacity` positions: older new ones would be overwritten.
       const int64_t t0 = ring() ? std::max<int64_t>(0, n - cap()) : 0;
       for (int64_t h = 0; h < cfg.kv_heads; ++h)
-        for (int64_t t = t0; t < n; ++t) {
-          const In* from = src.data + b * src.strides[0] + h * src.strides[1] + t * src.strides[2];
-          Store* to = dst + row(b, h, lengths[size_t(b)] + t, width);
-          for (int64_t c = 0; c < width; ++c) {
-            if constexpr (std::is_same_v<Store, uint16_t> && std::is_same_v<In, float>) to[c] = float_to_half(from[c]);
-            else to[c] = from[c];
+        for (int64_t i = t0; i < n; ++i) {
+          const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
+          uint8_t* to = row(store, row_bytes, b, h, lengths[size_t(b)] + i);
+          if constexpr (std::is_same_v<In, uint16_t>) {  // halves into a float16 cache
+            std::memcpy(to, from, size_t(width) * 2);
+          } else if (t == KVType::f32) {
+            std::memcpy(to, from, size_t(width) * 4);
+          } else if (t == KVType::f16) {
+            auto* h16 = reinterpret_cast<uint16_t*>(to);
+            for (int64_t c = 0; c < width; ++c) h16[c] = float_to_half(from[c]);
+          } else {
+            std::memcpy(scratch.data(), from, size_t(width) * 4);
+            if (rotate_rows) detail::rotate(scratch.data(), width);
+            detail::quantize_row(t, scratch.data(), width, to);
           }
         }
     }
+  }
+
+  // Row j of sequence b, head h as floats (dequantized, unrotated).
+  void read_row(bool key, int64_t b, int64_t h, int64_t j, float* out) const {
+    if (key) detail::row_to_float(ktype, row(k, k_row_bytes, b, h, j), D(), rotated, out);
+    else detail::row_to_float(vtype, row(v, v_row_bytes, b, h, j), Dv(), false, out);
   }
 
   void advance(const std::vector<int32_t>& take) {
@@ -134,25 +173,42 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
   if (c.head_dim < 1) fail("head_dim", cat("must be >= 1, given ", c.head_dim));
   if (c.value_dim == -1) c.value_dim = c.head_dim;
   if (c.value_dim < 1) fail("value_dim", cat("must be >= 1 (or -1 for head_dim), given ", c.value_dim));
-  if (c.dtype != KVType::f32 && c.dtype != KVType::f16)
-    fail_type("dtype", cat("must be f32 or f16, given ", int(c.dtype)));
+  if (!valid_type(c.dtype)) fail_type("dtype", cat("must be f32, f16, q8 or q4, given ", int(c.dtype)));
+  if (c.key_dtype && !valid_type(*c.key_dtype))
+    fail_type("key_dtype", cat("must be f32, f16, q8 or q4, given ", int(*c.key_dtype)));
+  if (c.value_dtype && !valid_type(*c.value_dtype))
+    fail_type("value_dtype", cat("must be f32, f16, q8 or q4, given ", int(*c.value_dtype)));
+  const KVType kt = c.key_dtype.value_or(c.dtype), vt = c.value_dtype.value_or(c.dtype);
+  c.key_dtype = kt;
+  c.value_dtype = vt;
+  if (c.key_rotation != KeyRotation::automatic && c.key_rotation != KeyRotation::none &&
+      c.key_rotation != KeyRotation::hadamard)
+    fail_type("key_rotation", cat("must be automatic, none or hadamard, given ", int(c.key_rotation)));
+  const bool rotated = c.key_rotation == KeyRotation::hadamard || (c.key_rotation == KeyRotation::automatic &&
+                                                                   kt == KVType::q4 && c.head_dim % 2 == 0);
+  if (rotated && !detail::is_quantized(kt))
+    fail("key_rotation", cat("hadamard rotates keys before quantizing them: it needs key dtype q8 or q4, given ",
+                             kv_type_name(kt)));
+  if (rotated && c.head_dim % 2 != 0)
+    fail("key_rotation", cat("hadamard needs an even head_dim, given ", c.head_dim));
   if (c.window < 0) fail("window", cat("must be >= 0 (0 = no window), given ", c.window));
   if (c.window > 0 && c.capacity < c.window)
     fail("capacity", cat("must be >= window = ", c.window, " for a sliding-window cache, given ", c.capacity));
-  const int64_t eb = element_bytes(c.dtype);
-  const int64_t k_elems = detail::checked_elements({c.batch, c.kv_heads, c.capacity, c.head_dim}, eb, "capacity");
-  const int64_t v_elems = detail::checked_elements({c.batch, c.kv_heads, c.capacity, c.value_dim}, eb, "capacity");
-  detail::checked_elements({k_elems + v_elems}, eb, "capacity");
-  impl_->cfg = c;
-  if (c.dtype == KVType::f16) {
-    impl_->k16.assign(size_t(k_elems), 0);
-    impl_->v16.assign(size_t(v_elems), 0);
-  } else {
-    impl_->k32.assign(size_t(k_elems), 0.0f);
-    impl_->v32.assign(size_t(v_elems), 0.0f);
-  }
-  impl_->lengths.assign(size_t(c.batch), 0);
-  impl_->first.assign(size_t(c.batch), 0);
+  const int64_t kb = detail::stored_row_bytes(kt, c.head_dim), vb = detail::stored_row_bytes(vt, c.value_dim);
+  const int64_t k_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, kb}, 1, "capacity");
+  const int64_t v_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, vb}, 1, "capacity");
+  detail::checked_elements({k_bytes + v_bytes}, 1, "capacity");
+  Impl& m = *impl_;
+  m.cfg = c;
+  m.ktype = kt;
+  m.vtype = vt;
+  m.rotated = rotated;
+  m.k_row_bytes = kb;
+  m.v_row_bytes = vb;
+  m.k.assign(size_t(k_bytes), 0);
+  m.v.assign(size_t(v_bytes), 0);
+  m.lengths.assign(size_t(c.batch), 0);
+  m.first.assign(size_t(c.batch), 0);
 }
 
 KVCache::KVCache(KVCache&&) noexcept = default;
@@ -173,43 +229,50 @@ KVCache::Impl& KVCache::live() const {
 
 const KVCacheConfig& KVCache::config() const noexcept { return impl_ ? impl_->cfg : kMovedFromConfig; }
 const std::vector<int32_t>& KVCache::lengths() const noexcept { return impl_ ? impl_->lengths : kNoLengths; }
+bool KVCache::keys_rotated() const noexcept { return impl_ && impl_->rotated; }
 int64_t KVCache::byte_length() const noexcept {
   if (!impl_) return 0;
-  const KVCacheConfig& c = impl_->cfg;
-  return c.batch * c.kv_heads * c.capacity * (c.head_dim + c.value_dim) * element_bytes(c.dtype);
+  return int64_t(impl_->k.size() + impl_->v.size());
 }
-const void* KVCache::key_data() const noexcept {
-  if (!impl_) return nullptr;
-  return impl_->cfg.dtype == KVType::f16 ? static_cast<const void*>(impl_->k16.data()) : impl_->k32.data();
-}
-const void* KVCache::value_data() const noexcept {
-  if (!impl_) return nullptr;
-  return impl_->cfg.dtype == KVType::f16 ? static_cast<const void*>(impl_->v16.data()) : impl_->v32.data();
-}
+const void* KVCache::key_data() const noexcept { return impl_ ? impl_->k.data() : nullptr; }
+const void* KVCache::value_data() const noexcept { return impl_ ? impl_->v.data() : nullptr; }
 
 void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts) {
   Impl& m = live();
   std::vector<int32_t> take;
   m.check_append(k, v, counts, take);
-  if (m.cfg.dtype == KVType::f16) {
-    m.write(k, m.k16.data(), m.D(), take);
-    m.write(v, m.v16.data(), m.Dv(), take);
-  } else {
-    m.write(k, m.k32.data(), m.D(), take);
-    m.write(v, m.v32.data(), m.Dv(), take);
-  }
+  m.write(k, m.k, m.ktype, m.D(), m.k_row_bytes, m.rotated, take);
+  m.write(v, m.v, m.vtype, m.Dv(), m.v_row_bytes, false, take);
   m.advance(take);
 }
 
 void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
   Impl& m = live();
-  if (m.cfg.dtype != KVType::f16)
-    fail_type("k", "raw float16 halves (uint16) need a float16 cache; this cache is float32: pass floats");
+  if (m.ktype != KVType::f16 || m.vtype != KVType::f16)
+    fail_type("k", cat("raw float16 halves (uint16) need a cache whose keys and values are f16; this cache is ",
+                       kv_type_name(m.ktype), "/", kv_type_name(m.vtype), ": pass floats"));
   std::vector<int32_t> take;
   m.check_append(k, v, counts, take);
-  m.write(k, m.k16.data(), m.D(), take);
-  m.write(v, m.v16.data(), m.Dv(), take);
+  m.write(k, m.k, m.ktype, m.D(), m.k_row_bytes, false, take);
+  m.write(v, m.v, m.vtype, m.Dv(), m.v_row_bytes, false, take);
   m.advance(take);
+}
+
+KVCache::Contents KVCache::read(int64_t b) const {
+  const Impl& m = live();
+  if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
+  Contents out;
+  out.start = m.first[size_t(b)];
+  out.length = m.lengths[size_t(b)] - out.start;
+  const int64_t H = m.cfg.kv_heads, n = out.length;
+  out.key.assign(size_t(H * n * m.D()), 0.0f);
+  out.value.assign(size_t(H * n * m.Dv()), 0.0f);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      m.read_row(true, b, h, out.start + i, out.key.data() + (h * n + i) * m.D());
+      m.read_row(false, b, h, out.start + i, out.value.data() + (h * n + i) * m.Dv());
+    }
+  return out;
 }
 
 void KVCache::truncate(Span<int32_t> lengths) {
@@ -256,16 +319,15 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     o.window.left = o.window.left < 0 ? left : std::min(o.window.left, left);
     o.window.right = 0;
   }
-  // Views of the storage as [B, Hkv, Lk, D] (with a ring, key j lives in slot j % capacity: the
-  // kernels address it through Problem::key_ring). Halves are described by float views for
-  // validation only; the kernels read them through k_half / v_half.
-  const bool half = m.cfg.dtype == KVType::f16;
+  // Views of the storage as [B, Hkv, Lk, D] for validation (with a ring, key j lives in slot
+  // j % capacity: the kernels address it through Problem::key_ring). Rows of other dtypes are
+  // described as float rows here; the kernels then read them through k_stored / v_stored with
+  // strides in the dtype's own units.
   ConstTensor kv_view[2];
   for (int s = 0; s < 2; ++s) {
     const int64_t width = s == 0 ? m.D() : m.Dv();
     ConstTensor& t = kv_view[s];
-    t.data = half ? reinterpret_cast<const float*>(s == 0 ? m.k16.data() : m.v16.data())
-                  : (s == 0 ? m.k32.data() : m.v32.data());
+    t.data = reinterpret_cast<const float*>(s == 0 ? m.k.data() : m.v.data());
     t.shape[0] = B; t.shape[1] = H; t.shape[2] = Lk; t.shape[3] = width;
     t.strides[0] = H * cap * width; t.strides[1] = cap * width; t.strides[2] = width; t.strides[3] = 1;
     if (Lk == 0) t.data = nullptr;
@@ -279,10 +341,20 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     fail_type_or_range(e, cat("does not match the cache (batch ", B, ", kv_heads ", H, ", head_dim ", m.D(),
                               "): ", e.what()));
   }
-  if (half) {
-    p.k_half = Lk ? m.k16.data() : nullptr;
-    p.v_half = Lk ? m.v16.data() : nullptr;
-    p.k = p.v = nullptr;
+  p.k_type = m.ktype;
+  p.v_type = m.vtype;
+  p.keys_rotated = m.rotated;
+  if (m.ktype != KVType::f32) {
+    const int64_t u = row_units(m.ktype, m.D());
+    p.k_stored = Lk ? m.k.data() : nullptr;
+    p.k = nullptr;
+    p.ks = {H * cap * u, cap * u, u};
+  }
+  if (m.vtype != KVType::f32) {
+    const int64_t u = row_units(m.vtype, m.Dv());
+    p.v_stored = Lk ? m.v.data() : nullptr;
+    p.v = nullptr;
+    p.vs = {H * cap * u, cap * u, u};
   }
   p.key_ring = m.ring() ? cap : 0;
   p.uniform_over_key_lengths = true;
@@ -303,7 +375,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   const Target t = options.target == Target::automatic ? best_target() : options.target;
   if (t != Target::reference) return detail::run_kernel(t, p);
 
-  // The reference reads plain float K/V: the logical contents, positions in order.
+  // The reference reads plain float K/V: the logical contents (dequantized, unrotated), in order.
   std::vector<float> logical[2];
   for (int s = 0; s < 2; ++s) {
     const int64_t width = s == 0 ? m.D() : m.Dv();
@@ -311,15 +383,13 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t j = m.first[size_t(b)]; j < m.lengths[size_t(b)]; ++j)
-          for (int64_t c = 0; c < width; ++c) {
-            const int64_t from = m.row(b, h, j, width) + c;
-            logical[s][size_t(((b * H + h) * Lk + j) * width + c)] =
-                half ? half_to_float((s == 0 ? m.k16 : m.v16)[size_t(from)]) : (s == 0 ? m.k32 : m.v32)[size_t(from)];
-          }
+          m.read_row(s == 0, b, h, j, logical[s].data() + ((b * H + h) * Lk + j) * width);
   }
   p.k = logical[0].data();
   p.v = logical[1].data();
-  p.k_half = p.v_half = nullptr;
+  p.k_type = p.v_type = KVType::f32;
+  p.k_stored = p.v_stored = nullptr;
+  p.keys_rotated = false;
   p.key_ring = 0;
   p.ks = {H * Lk * m.D(), Lk * m.D(), m.D()};
   p.vs = {H * Lk * m.Dv(), Lk * m.Dv(), m.Dv()};

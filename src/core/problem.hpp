@@ -36,10 +36,15 @@ struct Problem {
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, group = 1;
 
   const float* q = nullptr;
-  const float* k = nullptr;  // float K/V, or null when they are halves (k_half, v_half)
+  // Float K/V (plain attention, f32 caches). A KV cache of another dtype leaves them null and sets
+  // k_stored / v_stored: rows of k_type / v_type (kernel/quant.hpp), strides in elements (f16) or
+  // bytes (q8, q4); keys_rotated: stored keys are R·k (the kernel rotates the queries the same way).
+  const float* k = nullptr;
   const float* v = nullptr;
-  const uint16_t* k_half = nullptr;  // IEEE binary16 K/V (a float16 KV cache), same strides
-  const uint16_t* v_half = nullptr;
+  KVType k_type = KVType::f32, v_type = KVType::f32;
+  const void* k_stored = nullptr;
+  const void* v_stored = nullptr;
+  bool keys_rotated = false;
   // A ring of key_ring slots (sliding-window KV cache): key j's row is slot j % key_ring. 0 = none.
   int64_t key_ring = 0;
   // KV cache semantics for the `uniform` policy: average V over the positions sequence b holds,
@@ -81,7 +86,20 @@ struct Problem {
   }
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
   int64_t key_slot(int64_t j) const { return key_ring ? j % key_ring : j; }
-  bool half_kv() const { return k_half != nullptr; }
+  // K/V rows of key j in storage, in their own units (bytes for the quantized types).
+  const void* key_row(int64_t b, int64_t h, int64_t j) const { return stored_row(k, k_stored, k_type, ks, b, h, j); }
+  const void* value_row(int64_t b, int64_t h, int64_t j) const {
+    return stored_row(v, v_stored, v_type, vs, b, h, j);
+  }
+
+ private:
+  const void* stored_row(const float* f, const void* stored, KVType t, const RowMajor3& s, int64_t b, int64_t h,
+                         int64_t j) const {
+    const int64_t off = b * s.b + h * s.h + key_slot(j) * s.l;
+    if (t == KVType::f32) return (f ? f : static_cast<const float*>(stored)) + off;
+    if (t == KVType::f16) return static_cast<const uint16_t*>(stored) + off;
+    return static_cast<const uint8_t*>(stored) + off;
+  }
 };
 
 // Checks one view (shape, strides, null data, buffer size), naming it in the error.

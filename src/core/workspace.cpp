@@ -20,7 +20,10 @@ void Workspace::reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, in
   grow(valid, mr * kt);
   grow(bias_tile, mr * kt);
   grow(mean_v, dv);
+  grow(row_scratch, d + dv);
 }
+
+void Workspace::reserve_query_blocks(int64_t bytes) { grow(query_blocks, bytes); }
 
 void Workspace::reserve_partials(int64_t floats, int64_t rows) {
   grow(partial_o, floats);

@@ -12,6 +12,11 @@
 // a (row, tile) pair is skipped, full or mixed; mixed rows add only their allowed keys' V rows, so
 // masked V (padding, NaN) never meets a weight.
 //
+// K and V may each be float32, float16 (converted in registers), or q8 / q4 blocks (a quantized KV
+// cache): Q·Kᵀ then runs in integers on a per-block quantized query, and P·V dequantizes V in
+// registers (kernel/quant_dot.hpp). The element type is a run-time choice per tile, so one class
+// serves every dtype pair.
+//
 // One call of run() computes rows [r0, r1) of group (b, hkv) over keys [k0, k1) (a split-K chunk)
 // and leaves each row's softmax state and unnormalised output; kernel/run.hpp merges the chunks.
 #pragma once
@@ -27,6 +32,8 @@
 #include "core/problem.hpp"
 #include "kernel/logits.hpp"
 #include "kernel/online_softmax.hpp"
+#include "kernel/quant.hpp"
+#include "kernel/quant_dot.hpp"
 #include "kernel/simd.hpp"
 #include "kernel/workspace.hpp"
 #include "mask/row_keys.hpp"
@@ -35,13 +42,13 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-// T is the element type of K and V: float, or uint16_t IEEE halves (a float16 KV cache, converted
-// in registers; all math in fp32).
-template <class Arch, class T = float>
+template <class Arch>
 class DecodeAttention {
   using S = Simd<Arch>;
   using V = typename S::V;
   static constexpr int W = S::W;
+  using QD = QuantDot<Arch>;
+  using QBlock = typename QD::Block;
 
  public:
   static constexpr int KT = 64;         // keys per tile (scores of a tile stay in L1)
@@ -59,26 +66,28 @@ class DecodeAttention {
   // current ones are used, so enough cache-line misses are in flight (decode is bound by them).
   // Measured on Zen 5 at D = 128: 16 keys (8 KB of float32, 4 KB of float16) beat 4, 8 and 32;
   // long rows are capped at 16 KB ahead.
-  static int64_t prefetch_keys(int64_t row_elements) {
-    const int64_t row_bytes = std::max<int64_t>(1, row_elements * int64_t(sizeof(T)));
-    return std::max<int64_t>(2, std::min<int64_t>(16, 16384 / row_bytes));
+  static int64_t prefetch_keys(int64_t row_bytes) {
+    return std::max<int64_t>(2, std::min<int64_t>(16, 16384 / std::max<int64_t>(1, row_bytes)));
   }
 
   explicit DecodeAttention(const Problem& p) : p_(p), logits_(p) {
-    dv_pad_ = (p.Dv + W - 1) / W * W;
-    if constexpr (std::is_same_v<T, float>) {
-      k_ = p.k;
-      v_ = p.v;
-    } else {
-      k_ = p.k_half;
-      v_ = p.v_half;
-    }
+    // Quantized V rows are whole blocks (zero-padded): P·V runs over all 32 columns of each block.
+    dv_pad_ = is_quantized(p.v_type) ? quant_blocks(p.Dv) * kQuantBlock : (p.Dv + W - 1) / W * W;
+    k_ = p.k ? static_cast<const void*>(p.k) : p.k_stored;
+    v_ = p.v ? static_cast<const void*>(p.v) : p.v_stored;
+    k_row_bytes_ = stored_row_bytes(p.k_type, p.D);
+    v_row_bytes_ = stored_row_bytes(p.v_type, p.Dv);
+    nb_ = quant_blocks(p.D);
   }
 
   int64_t rows_per_group() const { return p_.group * p_.Lq; }
   int64_t output_stride() const { return dv_pad_; }
-  // Scratch: scores, element masks and bias of kMaxRows x KT, and kMaxRows output rows (oacc).
-  void reserve(Workspace& ws) const { ws.reserve(0, KT, 0, dv_pad_, kMaxRows, p_.Dv); }
+  // Scratch: scores, element masks and bias of kMaxRows x KT, and kMaxRows output rows (oacc);
+  // with quantized keys, the quantized query rows.
+  void reserve(Workspace& ws) const {
+    ws.reserve(0, KT, 0, dv_pad_, kMaxRows, p_.Dv);
+    if (is_quantized(p_.k_type)) ws.reserve_query_blocks(query_scratch_bytes());
+  }
 
   // Row r of a group is query head hkv * group + r / Lq at position r % Lq.
   // states[r - r0] and o[(r - r0) * output_stride()] receive the row's partial result over keys
@@ -104,6 +113,7 @@ class DecodeAttention {
       ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT;
       return;
     }
+    if (is_quantized(p_.k_type)) quantize_queries(ws, rows, n_rows);
     const int64_t t_begin = (first - k0) / KT, t_end = (last - k0 + KT - 1) / KT;
     ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT - (t_end - t_begin);
     for (int64_t t = t_begin; t < t_end; ++t)
@@ -116,18 +126,46 @@ class DecodeAttention {
     int64_t h = 0, i = 0;
     RowKeys keys;
     const float* q = nullptr;
+    const QBlock* qq = nullptr;  // the row quantized per block (quantized keys)
   };
 
   const Problem& p_;
   Logits<Arch> logits_;
-  const T* k_ = nullptr;
-  const T* v_ = nullptr;
-  int64_t dv_pad_ = 0;
+  const void* k_ = nullptr;
+  const void* v_ = nullptr;
+  int64_t dv_pad_ = 0, k_row_bytes_ = 0, v_row_bytes_ = 0, nb_ = 0;
   // Per-item row table and per-tile lists (indices into the active list).
   Row rows_[kMaxRows];
   int active_[kMaxRows], full_[kMaxRows];
   TileClass class_[kMaxRows];
   const float* qrows_[kMaxRows];
+  const QBlock* qquant_[kMaxRows];
+
+  // [kMaxRows][nb] blocks, then D floats (a rotated row) and one q8 row.
+  int64_t query_scratch_bytes() const {
+    return kMaxRows * nb_ * int64_t(sizeof(QBlock)) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D) + 64;
+  }
+  void quantize_queries(Workspace& ws, Row* rows, int n_rows) const {
+    uint8_t* base = ws.query_blocks.data();
+    auto* blocks = reinterpret_cast<QBlock*>(base);
+    float* rotated = reinterpret_cast<float*>(base + kMaxRows * nb_ * int64_t(sizeof(QBlock)));
+    uint8_t* q8 = reinterpret_cast<uint8_t*>(rotated + p_.D);
+    for (int r = 0; r < n_rows; ++r) {
+      if (rows[r].keys.empty()) continue;
+      const float* q = rows[r].q;
+      if (p_.keys_rotated) {
+        std::memcpy(rotated, q, size_t(p_.D) * 4);
+        rotate(rotated, p_.D);
+        q = rotated;
+      }
+      quantize_row(KVType::q8, q, p_.D, q8);
+      QBlock* out = blocks + r * nb_;
+      for (int64_t blk = 0; blk < nb_; ++blk)
+        QD::prepare(reinterpret_cast<const int8_t*>(q8 + blk * kQuantBlock), quant_scale(KVType::q8, q8, p_.D, blk),
+                    out[blk]);
+      rows[r].qq = out;
+    }
+  }
 
   void key_tile(Workspace& ws, int64_t b, int64_t hkv, const Row* rows, int n_rows, int64_t j0, int64_t n,
                 int64_t k_end, SoftmaxRow* states, float* o) {
@@ -160,11 +198,23 @@ class DecodeAttention {
     // Scores of the active rows, [n_active][KT].
     float* s = ws.scores.data();
     // A tile never crosses a ring's wrap (kernel/run.hpp cuts chunks there): rows are contiguous.
-    const T* k = k_ + b * p_.ks.b + hkv * p_.ks.h + p_.key_slot(j0) * p_.ks.l;
-    const float** qrows = qrows_;
-    for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
+    const void* k = p_.key_row(b, hkv, j0);
     const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
-    qk_rows(qrows, n_active, k, int(n), kt, ahead, s);
+    switch (p_.k_type) {
+      case KVType::q8:
+      case KVType::q4: {
+        const QBlock** qq = qquant_;
+        for (int a = 0; a < n_active; ++a) qq[a] = rows[active[a]].qq;
+        qk_rows_quant(qq, n_active, static_cast<const uint8_t*>(k), int(n), kt, ahead, s);
+        break;
+      }
+      default: {
+        const float** qrows = qrows_;
+        for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
+        if (p_.k_type == KVType::f16) qk_rows(qrows, n_active, static_cast<const uint16_t*>(k), int(n), kt, ahead, s);
+        else qk_rows(qrows, n_active, static_cast<const float*>(k), int(n), kt, ahead, s);
+      }
+    }
 
     // Logits, masks and the online-softmax update, row by row.
     const bool elementwise_rules = p_.allowed || p_.bias || p_.query_segments;
@@ -196,7 +246,23 @@ class DecodeAttention {
     }
 
     // P·V: full rows together in register blocks; mixed rows over their allowed keys only.
-    const T* v = v_ + b * p_.vs.b + hkv * p_.vs.h + p_.key_slot(j0) * p_.vs.l;
+    const void* v = p_.value_row(b, hkv, j0);
+    switch (p_.v_type) {
+      case KVType::f32: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, static_cast<const float*>(v), o); break;
+      case KVType::f16: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, static_cast<const uint16_t*>(v), o); break;
+      case KVType::q8: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, Q8Rows{static_cast<const uint8_t*>(v)}, o); break;
+      case KVType::q4: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, Q4Rows{static_cast<const uint8_t*>(v)}, o); break;
+    }
+  }
+
+  // Quantized V rows of a tile (tags that pick the P·V path).
+  struct Q8Rows { const uint8_t* p; };
+  struct Q4Rows { const uint8_t* p; };
+
+  template <class VRows>
+  void pv_tile(Workspace& ws, const Row* rows, const float* s, const TileClass* cls, int n_active, bool elementwise_rules,
+               int64_t j0, int64_t n, int64_t ahead, VRows v, float* o) {
+    const int* active = active_;
     int* full = full_;
     int nf = 0;
     for (int a = 0; a < n_active; ++a) {
@@ -215,7 +281,8 @@ class DecodeAttention {
   // ---------------------------------------------------------------- Q·Kᵀ
 
   // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
-  // and masked later by the intervals).
+  // and masked later by the intervals). T: float or uint16_t halves.
+  template <class T>
   void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, float* s) const {
     if constexpr (W == 1) {
       qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
@@ -228,21 +295,21 @@ class DecodeAttention {
     }
   }
 
-  // Requests the cache lines of a row of n elements (a no-op where the compiler has no prefetch).
-  static void prefetch_row(const T* p, int64_t n) {
+  // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
+  static void prefetch_bytes(const void* p, int64_t bytes) {
 #if defined(__GNUC__)
-    for (int64_t x = 0; x < n; x += 64 / int64_t(sizeof(T))) __builtin_prefetch(p + x);
+    for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(static_cast<const char*>(p) + x);
 #else
-    (void)p; (void)n;
+    (void)p; (void)bytes;
 #endif
   }
 
-  template <int RB>
+  template <int RB, class T>
   MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const T* k, int n, int kt,
                                   int64_t ahead, float* s) const {
     constexpr int KB = W / RB;
     static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
-    const int64_t D = p_.D, d_vec = D / W * W, ks = p_.ks.l, pf = prefetch_keys(D);
+    const int64_t D = p_.D, d_vec = D / W * W, ks = p_.ks.l, pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[W];
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const float* q[RB];
@@ -252,7 +319,7 @@ class DecodeAttention {
         for (int c = 0; c < KB; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
         if (r0 == 0)
           for (int c = 0; c < KB; ++c)
-            if (j + c + pf < ahead) prefetch_row(k + (j + c + pf) * ks, D);
+            if (j + c + pf < ahead) prefetch_bytes(k + (j + c + pf) * ks, k_row_bytes_);
         V acc[W];
         for (int x = 0; x < W; ++x) acc[x] = S::splat(0.0f);
         for (int64_t d = 0; d < d_vec; d += W) {
@@ -274,11 +341,69 @@ class DecodeAttention {
     }
   }
 
+  // Quantized keys: the same register blocking over QuantDot's float lanes (L), integer dots per block.
+  using FS = Simd<typename QD::FArch>;
+  using FV = typename FS::V;
+  static constexpr int L = FS::W;
+
+  void qk_rows_quant(const QBlock* const* qq, int n_rows, const uint8_t* k, int n, int kt, int64_t ahead,
+                     float* s) const {
+    const bool q4 = p_.k_type == KVType::q4;
+    if constexpr (L == 1) {
+      q4 ? qk_block_quant<1, true>(qq, n_rows, k, n, kt, ahead, s) : qk_block_quant<1, false>(qq, n_rows, k, n, kt, ahead, s);
+    } else {
+      if (n_rows == 1) q4 ? qk_block_quant<1, true>(qq, n_rows, k, n, kt, ahead, s)
+                          : qk_block_quant<1, false>(qq, n_rows, k, n, kt, ahead, s);
+      else if (n_rows == 2 || L == 4) q4 ? qk_block_quant<2, true>(qq, n_rows, k, n, kt, ahead, s)
+                                         : qk_block_quant<2, false>(qq, n_rows, k, n, kt, ahead, s);
+      else q4 ? qk_block_quant<4, true>(qq, n_rows, k, n, kt, ahead, s)
+              : qk_block_quant<4, false>(qq, n_rows, k, n, kt, ahead, s);
+    }
+  }
+
+  template <int RB, bool Q4>
+  MASKATTN_NOINLINE void qk_block_quant(const QBlock* const* qq, int n_rows, const uint8_t* k, int n, int kt,
+                                        int64_t ahead, float* s) const {
+    constexpr int KB = L / RB;
+    static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
+    constexpr int64_t kValueBytes = Q4 ? 16 : 32;
+    const int64_t ks = p_.ks.l, nb = nb_, scales_at = nb * kValueBytes, pf = prefetch_keys(k_row_bytes_);
+    alignas(64) float dots[L];
+    for (int r0 = 0; r0 < n_rows; r0 += RB) {
+      const QBlock* q[RB];
+      for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
+      for (int j = 0; j < kt; j += KB) {
+        const uint8_t* kr[KB];
+        for (int c = 0; c < KB; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
+        if (r0 == 0)
+          for (int c = 0; c < KB; ++c)
+            if (j + c + pf < ahead) prefetch_bytes(k + (j + c + pf) * ks, k_row_bytes_);
+        FV acc[L];
+        for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
+        for (int64_t blk = 0; blk < nb; ++blk) {
+          float kd[KB];
+          for (int c = 0; c < KB; ++c) std::memcpy(&kd[c], kr[c] + scales_at + 4 * blk, 4);
+          for (int r = 0; r < RB; ++r) {
+            const QBlock& qb = q[r][blk];
+            for (int c = 0; c < KB; ++c) {
+              const uint8_t* kv = kr[c] + blk * kValueBytes;
+              const auto idot = Q4 ? QD::dot_q4(qb, kv) : QD::dot_q8(qb, kv);
+              acc[r * KB + c] = FS::fma(QD::to_float(idot), FS::splat(qb.d * kd[c]), acc[r * KB + c]);
+            }
+          }
+        }
+        FS::store(dots, FS::reduce_lanes(acc));
+        for (int r = 0; r < RB && r0 + r < n_rows; ++r)
+          for (int c = 0; c < KB; ++c) s[(r0 + r) * KT + j + c] = dots[r * KB + c];
+      }
+    }
+  }
+
   // ---------------------------------------------------------------- P·V
 
   // o[row] += sum_j p[row][j] v_j over the n keys of the tile, for R rows (indices into the active
   // list) at once: each V row is loaded once per pass and used by every row.
-  template <int R>
+  template <int R, class T>
   MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, const T* v, int n,
                                  int64_t ahead, float* o) const {
     const float* prow[R];
@@ -301,15 +426,15 @@ class DecodeAttention {
   }
 
   // `ahead` > 0: the first pass over the tile also prefetches V rows that far ahead.
-  template <int R, int C>
+  template <int R, int C, class T>
   void pv_columns(const float* const* prow, float* const* orow, const T* v, int64_t vs, int n, int64_t c0,
                   int64_t ahead) const {
-    const int64_t pf = prefetch_keys(p_.Dv);
+    const int64_t pf = prefetch_keys(v_row_bytes_);
     V acc[R][C];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) acc[r][c] = S::load(orow[r] + c0 + c * W);
     for (int j = 0; j < n; ++j) {
-      if (j + pf < ahead) prefetch_row(v + (j + pf) * vs, p_.Dv);
+      if (j + pf < ahead) prefetch_bytes(v + (j + pf) * vs, v_row_bytes_);
       const T* vr = v + j * vs + c0;
       V vv[C];
       for (int c = 0; c < C; ++c) vv[c] = S::load(vr + c * W);
@@ -323,6 +448,7 @@ class DecodeAttention {
   }
 
   // One mixed row: only the keys its intervals and element-wise rules allow are read.
+  template <class T>
   void pv_masked_row(const Row& row, const float* p, const float* valid, bool elementwise, int64_t j0, int64_t n,
                      const T* v, float* o) const {
     const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
@@ -348,6 +474,85 @@ class DecodeAttention {
         if (allowed(j)) acc += p[j] * element(v[j * vs + c]);
       o[c] = acc;
     }
+  }
+
+  // Quantized V: columns in groups of 16 (one 16-byte load of q8 values, or the low or high
+  // nibbles of a q4 block's 16 bytes), NG groups per pass; each group is 16 / W vectors.
+  static constexpr int kGroupVectors = 16 / W;
+  static constexpr int pv_groups_for(int rows) {
+    int g = 1;
+    while (g * 2 * kGroupVectors * rows <= kPvAccumulators && g * 2 * kGroupVectors <= NV) g *= 2;
+    return g;
+  }
+
+  template <int R, class QRows>
+  MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, QRows v, int n, int64_t ahead,
+                                 float* o) const {
+    const float* prow[R];
+    float* orow[R];
+    for (int r = 0; r < R; ++r) {
+      prow[r] = s + which[r] * KT;
+      orow[r] = o + active[which[r]] * dv_pad_;
+    }
+    constexpr int G = pv_groups_for(R);
+    for (int64_t c0 = 0; c0 < dv_pad_; c0 += G * 16)
+      pv_quant_groups<R, G>(prow, orow, v, n, c0, c0 == 0 ? ahead : 0, [](int) { return true; });
+  }
+
+  template <class QRows>
+  void pv_masked_row(const Row& row, const float* p, const float* valid, bool elementwise, int64_t j0, int64_t n,
+                     QRows v, float* o) const {
+    const RowKeys& keys = row.keys;
+    auto allowed = [&](int j) { return keys.allows(j0 + j) && (!elementwise || valid[j] != 0.0f); };
+    const float* prow[1] = {p};
+    float* orow[1] = {o};
+    constexpr int G = pv_groups_for(1);
+    for (int64_t c0 = 0; c0 < dv_pad_; c0 += G * 16) pv_quant_groups<1, G>(prow, orow, v, int(n), c0, 0, allowed);
+  }
+
+  // Columns [c0, c0 + 16 NG) (clipped to dv_pad) of R rows over the tile's keys that `use` admits.
+  template <int R, int NG, class QRows, class Use>
+  void pv_quant_groups(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0, int64_t ahead,
+                       Use&& use) const {
+    constexpr bool kQ4 = std::is_same_v<QRows, Q4Rows>;
+    constexpr int64_t kValueBytes = kQ4 ? 16 : 32;
+    constexpr int GV = kGroupVectors;
+    const int ng = int(std::min<int64_t>(NG, (dv_pad_ - c0) / 16));
+    const int64_t vs = p_.vs.l, scales_at = quant_blocks(p_.Dv) * kValueBytes, pf = prefetch_keys(v_row_bytes_);
+    V acc[R][NG * GV];
+    for (int r = 0; r < R; ++r)
+      for (int x = 0; x < ng * GV; ++x) acc[r][x] = S::load(orow[r] + c0 + x * W);
+    for (int j = 0; j < n; ++j) {
+      if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
+      if (!use(j)) continue;
+      const uint8_t* vr = v.p + j * vs;
+      for (int g = 0; g < ng;) {
+        const int64_t col = c0 + 16 * g, blk = col / kQuantBlock, half = (col % kQuantBlock) / 16;
+        float d;
+        std::memcpy(&d, vr + scales_at + 4 * blk, 4);
+        V x[2 * GV];
+        int groups = 1;
+        if constexpr (kQ4) {
+          if (half == 0 && g + 1 < ng) {  // a whole block: both nibbles of each byte used
+            QD::q4(vr + blk * 16, x, x + GV);
+            groups = 2;
+          } else if (half == 0) {
+            QD::q4(vr + blk * 16, x, x + GV);
+          } else {
+            QD::q4(vr + blk * 16, x + GV, x);
+          }
+        } else {
+          QD::q8(vr + blk * 32 + half * 16, x);
+        }
+        for (int r = 0; r < R; ++r) {
+          const V w = S::splat(prow[r][j] * d);
+          for (int c = 0; c < groups * GV; ++c) acc[r][g * GV + c] = S::fma(w, x[c], acc[r][g * GV + c]);
+        }
+        g += groups;
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int x = 0; x < ng * GV; ++x) S::store(orow[r] + c0 + x * W, acc[r][x]);
   }
 };
 

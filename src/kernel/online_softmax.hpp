@@ -20,6 +20,7 @@
 
 #include "core/problem.hpp"
 #include "kernel/simd.hpp"
+#include "kernel/quant.hpp"
 #include "kernel/softmax_row.hpp"
 
 namespace maskattn::detail {
@@ -109,22 +110,16 @@ inline KeyRange uniform_keys(const Problem& p, int64_t b) {
   return {p.key_first ? int64_t(p.key_first[b]) : 0, p.key_length(b)};
 }
 
-// Mean of V over those keys of (b, kv head): the `uniform` policy's output row.
-template <class T>
-void mean_of_values(const Problem& p, const T* v_data, int64_t b, int64_t hkv, float* mean) {
+// Mean of V over those keys of (b, kv head): the `uniform` policy's output row (any V dtype).
+inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean) {
   std::fill(mean, mean + p.Dv, 0.0f);
   const KeyRange keys = uniform_keys(p, b);
   if (keys.size() <= 0) return;
-  const T* v = v_data + b * p.vs.b + hkv * p.vs.h;
   for (int64_t c = 0; c < p.Dv; ++c) {  // column by column: no allocation mid-output
     double sum = 0;
-    for (int64_t j = keys.first; j < keys.end; ++j) sum += element(v[p.key_slot(j) * p.vs.l + c]);
+    for (int64_t j = keys.first; j < keys.end; ++j) sum += stored_element(p.v_type, p.value_row(b, hkv, j), p.Dv, c);
     mean[c] = float(sum / double(keys.size()));
   }
-}
-inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean) {
-  if (p.half_kv()) mean_of_values(p, p.v_half, b, hkv, mean);
-  else mean_of_values(p, p.v, b, hkv, mean);
 }
 
 // Writes the final result of query row i of (b, h): the output row, its lse, and (if asked) turns

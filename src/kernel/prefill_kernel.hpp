@@ -31,6 +31,7 @@
 #include "core/problem.hpp"
 #include "kernel/logits.hpp"
 #include "kernel/online_softmax.hpp"
+#include "kernel/quant.hpp"
 #include "kernel/simd.hpp"
 #include "kernel/workspace.hpp"
 #include "mask/row_keys.hpp"
@@ -140,23 +141,41 @@ class PrefillAttention {
   }
 
   void pack_tile(Workspace& ws, int64_t t) {
-    if (p_.half_kv()) pack_tile(ws, t, p_.k_half, p_.v_half);
-    else pack_tile(ws, t, p_.k, p_.v);
+    const float* k = p_.k ? p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h : nullptr;
+    const float* v = p_.v ? p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h : nullptr;
+    if (k && v) {
+      pack_rows(ws, t, [&](int64_t j) { return k + p_.key_slot(j) * p_.ks.l; },
+                [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; });
+      return;
+    }
+    // A KV cache of another dtype (float16, q8, q4): each row converted to float once (dequantized,
+    // keys unrotated) into scratch, then packed like a float row.
+    float* kr = ws.row_scratch.data();  // D + Dv floats (Workspace::reserve)
+    float* vr = kr + p_.D;
+    pack_rows(ws, t,
+              [&](int64_t j) -> const float* {
+                if (k) return k + p_.key_slot(j) * p_.ks.l;
+                row_to_float(p_.k_type, p_.key_row(ws.b, ws.hkv, j), p_.D, p_.keys_rotated, kr);
+                return kr;
+              },
+              [&](int64_t j) -> const float* {
+                if (v) return v + p_.key_slot(j) * p_.vs.l;
+                row_to_float(p_.v_type, p_.value_row(ws.b, ws.hkv, j), p_.Dv, false, vr);
+                return vr;
+              });
   }
 
-  // T: float, or uint16_t halves (a float16 KV cache). Key j's row is slot key_slot(j) (a ring).
-  template <class T>
-  void pack_tile(Workspace& ws, int64_t t, const T* k_data, const T* v_data) {
+  // key_row(j) / value_row(j): key j's K / V row as floats (key j's row is slot key_slot(j): a ring).
+  template <class KeyRow, class ValueRow>
+  void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row) {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    const T* k = k_data + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
-    const T* v = v_data + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
     const int kt = tile_width(t);
     float* kp = ws.kpack.data() + t * KT * p_.D;  // [KT / PANEL][D][PANEL]
     for (int64_t jj = 0; jj < kt; ++jj) {
       float* dst = kp + (jj / PANEL) * p_.D * PANEL + jj % PANEL;
       if (jj < n) {
-        const T* src = k + p_.key_slot(j0 + jj) * p_.ks.l;
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = element(src[d]);
+        const float* src = key_row(j0 + jj);
+        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = src[d];
       } else {
         for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = 0.0f;
       }
@@ -169,11 +188,11 @@ class PrefillAttention {
           std::fill_n(vp + (c0 / PANEL) * KT * PANEL + jj * PANEL, PANEL, 0.0f);
         continue;
       }
-      const T* src = v + p_.key_slot(j0 + jj) * p_.vs.l;
+      const float* src = value_row(j0 + jj);
       for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
         const int64_t width = std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0));
         float* dst = vp + (c0 / PANEL) * KT * PANEL + jj * PANEL;
-        for (int64_t c = 0; c < width; ++c) dst[c] = element(src[c0 + c]);
+        for (int64_t c = 0; c < width; ++c) dst[c] = src[c0 + c];
         for (int64_t c = width; c < PANEL; ++c) dst[c] = 0.0f;
       }
     }

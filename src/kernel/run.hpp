@@ -114,9 +114,9 @@ inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
   return bounds;
 }
 
-template <class Arch, class T>
+template <class Arch>
 void run_decode(const Problem& p) {
-  using Decode = DecodeAttention<Arch, T>;
+  using Decode = DecodeAttention<Arch>;
   constexpr int64_t kChunkKeys = 512;  // a few hundred keys: the merge is noise next to the chunk
   const std::vector<int64_t> bounds =
       key_chunks(p, p.kernel == Kernel::decode_split ? Decode::KT : kChunkKeys);
@@ -191,8 +191,7 @@ template <class Arch>
 void run_attention(const Problem& p) {
   if (p.B == 0 || p.Hq == 0 || p.Lq == 0) return;
   if (!use_decode(p)) return run_prefill<Arch>(p);
-  if (p.half_kv()) run_decode<Arch, uint16_t>(p);
-  else run_decode<Arch, float>(p);
+  run_decode<Arch>(p);
 }
 
 }  // namespace MASKATTN_KERNEL_NS

@@ -22,6 +22,9 @@ struct Workspace {
   std::vector<float> valid;      // [MR][KT]: element-wise mask of a mixed tile (1 allowed, 0 not)
   std::vector<float> bias_tile;  // [MR][KT]: bias values of a mixed tile
   std::vector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
+  std::vector<float> row_scratch;  // [D + Dv]: one K and one V row converted to float (prefill packing)
+  // Decode over quantized keys: the block's query rows quantized (kernel/quant_dot.hpp).
+  std::vector<uint8_t> query_blocks;
   bool mean_v_ready = false;
   // Split-K partial results of the decode kernel (unnormalised output rows and their states).
   std::vector<float> partial_o;
@@ -33,6 +36,7 @@ struct Workspace {
   // compiled with some kernel's AVX flags (see kernel/arch_namespace.hpp).
   void reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, int64_t mr, int64_t dv);
   void reserve_partials(int64_t floats, int64_t rows);
+  void reserve_query_blocks(int64_t bytes);
 };
 
 inline void add_stats(Stats& total, const Stats& s) {

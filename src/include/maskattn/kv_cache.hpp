@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace maskattn {
@@ -22,6 +23,19 @@ namespace maskattn {
 enum class KVType {
   f32,  // float32
   f16,  // IEEE binary16: float input is rounded to nearest even; read back into fp32 math
+  q8,   // blocks of 32 along the row: int8 in [-127, 127] and a float32 scale (amax / 127)
+  q4,   // blocks of 32 along the row: 4-bit values and a float32 scale, x = scale * (q - 8)
+};
+// "f32", "f16", "q8", "q4" ("?" for a value outside the enum).
+const char* kv_type_name(KVType t) noexcept;
+
+// A fixed orthogonal rotation of the head dimension (a Hadamard transform with random signs) applied
+// to keys before they are quantized and to queries before Q·Kᵀ: q·k is unchanged, and a few outlier
+// channels are spread over the whole block, so 4-bit keys keep their accuracy. read() undoes it.
+enum class KeyRotation {
+  automatic,  // on for q4 keys, off otherwise
+  none,
+  hadamard,   // needs a quantized key_dtype; D must be even (rotates blocks of the largest power of 2 dividing D)
 };
 
 struct KVCacheConfig {
@@ -33,6 +47,9 @@ struct KVCacheConfig {
   KVType dtype = KVType::f32;
   int64_t window = 0;       // W > 0: sliding-window ring (capacity >= W); attention sees the
                             // newest W positions, appends never run out of room
+  // K and V may differ: each defaults to dtype (e.g. dtype q8, value_dtype q4).
+  std::optional<KVType> key_dtype, value_dtype;
+  KeyRotation key_rotation = KeyRotation::automatic;
 };
 
 // Raw IEEE half bits, as a view (same shape and strides rules as float views).
@@ -51,12 +68,16 @@ class KVCache {
   KVCache& operator=(const KVCache&) = delete;
   ~KVCache();
 
-  const KVCacheConfig& config() const noexcept;  // value_dim resolved
+  // value_dim, key_dtype, value_dtype resolved (key_rotation stays as given: see keys_rotated()).
+  const KVCacheConfig& config() const noexcept;
+  // Whether keys are stored rotated (KeyRotation: hadamard, or automatic with q4 keys).
+  bool keys_rotated() const noexcept;
 
   // Writes new positions at each sequence's current length, in place. k [B, Hkv, T, D] and
   // v [B, Hkv, T, Dv] (any layout/strides); counts[b] <= T: sequence b takes its first counts[b]
   // positions (empty = all T). Past capacity (no window) is an ArgumentError naming the
-  // sequence, and nothing is written. The half overload is for f16 caches only.
+  // sequence, and nothing is written. q8/q4 rows are quantized here. The half overload is for
+  // caches whose K and V are both f16.
   void append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts = {});
   void append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts = {});
 
@@ -76,10 +97,21 @@ class KVCache {
               const ExtraOutputs& extra = {}) const;
   static Options default_options();
 
-  // Bytes of K/V storage: capacity x (D + Dv) x B x Hkv x (4 or 2). Constant for the cache's life.
+  // The dequantized float32 contents sequence b holds: key [Hkv, n, D], value [Hkv, n, Dv]
+  // (contiguous), n = length, positions start, start + 1, ... in order (a ring keeps the newest only).
+  // Keys come back unrotated. For every dtype; f32 returns the stored values exactly.
+  struct Contents {
+    std::vector<float> key, value;
+    int64_t start = 0, length = 0;
+  };
+  Contents read(int64_t b) const;
+
+  // Bytes of K/V storage: B x Hkv x capacity x (key row + value row bytes), where a row of n
+  // elements takes 4n (f32), 2n (f16), 36 per block of 32 (q8) or 20 per block (q4). Constant.
   int64_t byte_length() const noexcept;
-  // The storage, for zero-copy use: K is [B, Hkv, capacity, D] and V [B, Hkv, capacity, Dv],
-  // contiguous, float or uint16_t (halves) by dtype; with a window, position p is in slot p % capacity.
+  // The storage, for zero-copy use: K is [B, Hkv, capacity, key row] and V [B, Hkv, capacity, value row],
+  // contiguous: float, uint16_t halves, or quantized rows (docs/semantics.md, "Quantized caches");
+  // with a window, position p is in slot p % capacity.
   const void* key_data() const noexcept;
   const void* value_data() const noexcept;
 

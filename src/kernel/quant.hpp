@@ -1,0 +1,157 @@
+// The quantized KV-cache formats (q8, q4) and the key rotation, in scalar code: the one definition
+// that appending (core/kv_cache.cpp), read(), the prefill packing, the uniform policy's mean and the
+// tests share. The decode kernel reads the same bytes with integer dot products (kernel/quant_dot.hpp).
+//
+// A row of n elements (one position of one K or V head) is split into blocks of 32 consecutive
+// elements; the last block is zero-padded. The row is stored as
+//   [block 0 values][block 1 values]...[scale 0][scale 1]...   (scales: float32, little-endian)
+//   q8: 32 bytes per block, int8 q in [-127, 127], x = scale * q, scale = amax / 127;
+//   q4: 16 bytes per block, element i < 16 in the low nibble of byte i and element i + 16 in its high
+//       nibble, x = scale * (q - 8) with q in [0, 15], scale = -m / 8 where m is the block's element of
+//       largest magnitude (so m itself is exact and the error is at most amax / 8, as in ggml's q4_0).
+// Values first and scales after keep every block's values 16- or 32-byte aligned for vector loads.
+// A block holding NaN or infinity gets scale NaN (and values 0): every element of it reads back NaN.
+#pragma once
+
+#include "kernel/arch_namespace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernel/half.hpp"
+#include "maskattn/maskattn.hpp"
+
+namespace maskattn::detail {
+
+constexpr int64_t kQuantBlock = 32;
+
+inline int64_t quant_blocks(int64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
+inline int64_t quant_value_bytes(KVType t) { return t == KVType::q8 ? 32 : 16; }  // per block
+// Bytes (f32/f16: elements x 4 or 2) of one stored row of n elements.
+inline int64_t stored_row_bytes(KVType t, int64_t n) {
+  switch (t) {
+    case KVType::f32: return 4 * n;
+    case KVType::f16: return 2 * n;
+    default: return quant_blocks(n) * (quant_value_bytes(t) + 4);
+  }
+}
+inline bool is_quantized(KVType t) { return t == KVType::q8 || t == KVType::q4; }
+
+inline namespace MASKATTN_KERNEL_NS {
+
+// The scale of block blk of a quantized row of n elements.
+inline float quant_scale(KVType t, const uint8_t* row, int64_t n, int64_t blk) {
+  float d;
+  std::memcpy(&d, row + quant_blocks(n) * quant_value_bytes(t) + 4 * blk, 4);
+  return d;
+}
+
+// Element i of a stored row as float (no rotation undone).
+inline float stored_element(KVType t, const void* row, int64_t n, int64_t i) {
+  switch (t) {
+    case KVType::f32: return static_cast<const float*>(row)[i];
+    case KVType::f16: return half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
+    case KVType::q8: {
+      const auto* r = static_cast<const uint8_t*>(row);
+      return quant_scale(t, r, n, i / kQuantBlock) * float(int8_t(r[i]));
+    }
+    default: {
+      const auto* r = static_cast<const uint8_t*>(row);
+      const int64_t blk = i / kQuantBlock, e = i % kQuantBlock;
+      const uint8_t byte = r[blk * 16 + e % 16];
+      const int q = e < 16 ? (byte & 15) : (byte >> 4);
+      return quant_scale(t, r, n, blk) * float(q - 8);
+    }
+  }
+}
+
+// Quantizes one row of n floats into `out` (stored_row_bytes(t, n) bytes). q8 also serves the
+// decode kernel's queries (the same block rule, so Q·Kᵀ multiplies two q8 blocks).
+inline void quantize_row(KVType t, const float* x, int64_t n, uint8_t* out) {
+  const int64_t nb = quant_blocks(n), vb = quant_value_bytes(t);
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    const int64_t i0 = blk * kQuantBlock, len = std::min<int64_t>(kQuantBlock, n - i0);
+    float amax = 0.0f, m = 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < len; ++i) {
+      const float v = x[i0 + i];
+      if (!std::isfinite(v)) finite = false;
+      if (std::fabs(v) > amax) { amax = std::fabs(v); m = v; }
+    }
+    uint8_t* values = out + blk * vb;
+    std::memset(values, t == KVType::q4 ? 0x88 : 0, size_t(vb));  // padding reads as 0 either way
+    float d;
+    if (!finite) {
+      d = std::numeric_limits<float>::quiet_NaN();
+    } else if (t == KVType::q8) {
+      d = amax / 127.0f;
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      for (int64_t i = 0; i < len; ++i) {
+        const float r = std::nearbyint(x[i0 + i] * inv);
+        values[i] = uint8_t(int8_t(std::max(-127.0f, std::min(127.0f, r))));
+      }
+    } else {
+      d = m / -8.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      for (int64_t i = 0; i < len; ++i) {
+        const int q = int(std::max(0.0f, std::min(15.0f, std::nearbyint(x[i0 + i] * inv) + 8.0f)));
+        uint8_t& byte = values[i % 16];
+        byte = i < 16 ? uint8_t((byte & 0xF0) | q) : uint8_t((byte & 0x0F) | (q << 4));
+      }
+    }
+    std::memcpy(out + nb * vb + 4 * blk, &d, 4);
+  }
+}
+
+// ---------------------------------------------------------------- key rotation
+
+// Length of the Hadamard blocks for a head dimension: the largest power of 2 dividing D, at most 256
+// (1 = no rotation possible: odd D).
+inline int64_t rotation_block(int64_t D) {
+  int64_t n = 1;
+  while (n < 256 && D % (n * 2) == 0) n *= 2;
+  return n;
+}
+// The fixed random sign of channel i (a multiplicative hash: no table, the same in every build).
+inline float rotation_sign(int64_t i) {
+  return ((uint32_t(i) * 0x9E3779B1u) >> 15) & 1u ? -1.0f : 1.0f;
+}
+inline void hadamard_inplace(float* x, int64_t n) {
+  for (int64_t h = 1; h < n; h *= 2)
+    for (int64_t i = 0; i < n; i += 2 * h)
+      for (int64_t j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+  const float norm = 1.0f / std::sqrt(float(n));
+  for (int64_t i = 0; i < n; ++i) x[i] *= norm;
+}
+// x <- R x with R = H (blockwise, orthonormal) diag(signs): q·k = (Rq)·(Rk).
+inline void rotate(float* x, int64_t D) {
+  const int64_t n = rotation_block(D);
+  for (int64_t i = 0; i < D; ++i) x[i] *= rotation_sign(i);
+  for (int64_t i = 0; i < D; i += n) hadamard_inplace(x + i, n);
+}
+// x <- Rᵀ x (H is symmetric and orthonormal, so its own inverse).
+inline void unrotate(float* x, int64_t D) {
+  const int64_t n = rotation_block(D);
+  for (int64_t i = 0; i < D; i += n) hadamard_inplace(x + i, n);
+  for (int64_t i = 0; i < D; ++i) x[i] *= rotation_sign(i);
+}
+
+// A whole stored row as float, rotation undone when `rotated`.
+inline void row_to_float(KVType t, const void* row, int64_t n, bool rotated, float* out) {
+  if (t == KVType::f32) {
+    std::memcpy(out, row, size_t(n) * 4);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = stored_element(t, row, n, i);
+  }
+  if (rotated) unrotate(out, n);
+}
+
+}  // namespace MASKATTN_KERNEL_NS
+}  // namespace maskattn::detail

@@ -1,0 +1,430 @@
+// Quantized KV caches (q8, q4; docs/semantics.md, "Quantized caches").
+//
+// The format is checked against a model written here from the documentation (block bounds, the
+// byte layout, per-block scales, non-finite blocks), and attention on every target and kernel
+// against the float64 reference over the cache's own dequantized contents (read()):
+//   - with queries the kernel quantizes exactly (each block a multiple of its own q8 step), the
+//     integer Q·Kᵀ equals the float one, so the usual fp32 error bound applies;
+//   - with any queries, within the documented bound for quantizing Q:
+//       |O - O_ref| <= (e^(2δ) - 1) max|V| (+ the fp32 bound),
+//       δ = scale · max_j Σ_blocks amax(q_block) / 254 · ||k̂_j,block||_1 (of Rq and Rk̂ when rotated).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+using maskattn::ArgumentError;
+using maskattn::FullyMasked;
+using maskattn::KeyRotation;
+using maskattn::KVCache;
+using maskattn::KVCacheConfig;
+using maskattn::KVType;
+using maskattn_test::Rng;
+using maskattn_test::Target;
+using maskattn_test::TargetTest;
+
+std::vector<float> random(Rng& rng, size_t n, float lo = -1, float hi = 1) {
+  std::vector<float> x(n);
+  for (float& e : x) e = rng.uniform(lo, hi);
+  return x;
+}
+
+KVCacheConfig config(int64_t B, int64_t H, int64_t cap, int64_t D, int64_t Dv, KVType k, KVType v) {
+  KVCacheConfig c;
+  c.batch = B; c.kv_heads = H; c.capacity = cap; c.head_dim = D; c.value_dim = Dv;
+  c.dtype = k;
+  c.value_dtype = v;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The format, from the documentation
+// ---------------------------------------------------------------------------------------------
+
+// Block bounds: q8 |x̂ - x| <= amax/254 (+ the scale's rounding), q4 <= amax/8, block by block.
+void expect_block_bounds(KVType t, const std::vector<float>& x, const std::vector<float>& got, int64_t D,
+                         const std::string& what) {
+  for (size_t row = 0; row * size_t(D) < x.size(); ++row)
+    for (int64_t b0 = 0; b0 < D; b0 += 32) {
+      double amax = 0;
+      for (int64_t i = b0; i < std::min<int64_t>(D, b0 + 32); ++i) amax = std::max(amax, std::fabs(double(x[row * D + i])));
+      const double bound = t == KVType::q8 ? amax / 254 * (1 + 1e-5) + amax * 1e-6 : amax / 8 * (1 + 1e-6);
+      for (int64_t i = b0; i < std::min<int64_t>(D, b0 + 32); ++i)
+        ASSERT_LE(std::fabs(double(got[row * D + i]) - double(x[row * D + i])), bound)
+            << what << " row " << row << " element " << i << " amax " << amax;
+    }
+}
+
+TEST(QuantFormat, BlockBoundsHoldPerBlock) {
+  Rng rng("quant/bounds");
+  for (KVType t : {KVType::q8, KVType::q4})
+    for (int64_t D : {32, 64, 40, 7, 128}) {
+      KVCache cache(config(1, 2, 8, D, D, t, t));
+      std::vector<float> k = random(rng, size_t(2 * 5 * D)), v = random(rng, size_t(2 * 5 * D));
+      // Per-block scales: a block of 1e3 next to a block of 1e-3 in one row.
+      for (int64_t i = 0; i < D; ++i) {
+        k[size_t(i)] *= i < 32 ? 1e3f : 1e-3f;
+        v[size_t(D + i)] *= i < 32 ? 1e-3f : 1e3f;
+      }
+      cache.append(maskattn::bhld(k.data(), 1, 2, 5, D), maskattn::bhld(v.data(), 1, 2, 5, D));
+      const KVCache::Contents c = cache.read(0);
+      ASSERT_EQ(c.start, 0);
+      ASSERT_EQ(c.length, 5);
+      // Rotation is automatic for q4 keys: the bound is on the rotated row, so check values here.
+      expect_block_bounds(t, v, c.value, D, std::string(maskattn::kv_type_name(t)) + " values D=" + std::to_string(D));
+      if (!cache.keys_rotated())
+        expect_block_bounds(t, k, c.key, D, std::string(maskattn::kv_type_name(t)) + " keys D=" + std::to_string(D));
+    }
+}
+
+// The bytes are what docs/semantics.md says: values, then float32 scales; q8 = round(x / (amax/127)),
+// q4 = element i < 16 in the low nibble of byte i, i + 16 in the high nibble, x = d (q - 8).
+TEST(QuantFormat, StoredBytesFollowTheDocumentedLayout) {
+  Rng rng("quant/layout");
+  const int64_t D = 64;
+  std::vector<float> k = random(rng, size_t(D)), v = random(rng, size_t(D));
+  for (KVType t : {KVType::q8, KVType::q4}) {
+    KVCacheConfig cfg = config(1, 1, 2, D, D, t, t);
+    cfg.key_rotation = KeyRotation::none;
+    KVCache cache(cfg);
+    cache.append(maskattn::bhld(k.data(), 1, 1, 1, D), maskattn::bhld(v.data(), 1, 1, 1, D));
+    const auto* bytes = static_cast<const uint8_t*>(cache.key_data());
+    const int64_t value_bytes = t == KVType::q8 ? 32 : 16, row_bytes = 2 * (value_bytes + 4);
+    EXPECT_EQ(cache.byte_length(), 2 * 2 * row_bytes);
+    for (int64_t blk = 0; blk < 2; ++blk) {
+      float d;
+      std::memcpy(&d, bytes + 2 * value_bytes + 4 * blk, 4);
+      double amax = 0, m = 0;
+      for (int64_t i = 0; i < 32; ++i)
+        if (std::fabs(k[size_t(blk * 32 + i)]) > amax) { amax = std::fabs(k[size_t(blk * 32 + i)]); m = k[size_t(blk * 32 + i)]; }
+      EXPECT_NEAR(d, t == KVType::q8 ? amax / 127 : -m / 8, 1e-7);
+      for (int64_t i = 0; i < 32; ++i) {
+        const float x = k[size_t(blk * 32 + i)];
+        if (t == KVType::q8) {
+          const int q = int8_t(bytes[blk * 32 + i]);
+          EXPECT_LE(std::fabs(q - x / d), 0.5001) << i;
+        } else {
+          const uint8_t byte = bytes[blk * 16 + i % 16];
+          const int q = i < 16 ? (byte & 15) : (byte >> 4);
+          EXPECT_LE(std::fabs(d * (q - 8) - x), std::fabs(d) / 2 * 1.0001 + (q == 15 ? std::fabs(d) : 0.0)) << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantFormat, ByteLengthAndMemoryRatios) {
+  for (KVType t : {KVType::f32, KVType::f16, KVType::q8, KVType::q4}) {
+    KVCache cache(config(2, 8, 100, 128, 128, t, t));
+    const int64_t row = t == KVType::f32 ? 512 : t == KVType::f16 ? 256 : t == KVType::q8 ? 4 * 36 : 4 * 20;
+    EXPECT_EQ(cache.byte_length(), 2 * 8 * 100 * 2 * row) << maskattn::kv_type_name(t);
+  }
+  KVCache f32(config(1, 8, 64, 128, 128, KVType::f32, KVType::f32));
+  KVCache q8(config(1, 8, 64, 128, 128, KVType::q8, KVType::q8)), q4(config(1, 8, 64, 128, 128, KVType::q4, KVType::q4));
+  EXPECT_LE(double(q8.byte_length()) / double(f32.byte_length()), 0.3);
+  EXPECT_LE(double(q4.byte_length()) / double(f32.byte_length()), 0.17);
+  EXPECT_EQ(q8.config().key_dtype, KVType::q8);
+  EXPECT_EQ(q8.config().value_dtype, KVType::q8);
+  KVCacheConfig mixed = config(1, 1, 4, 64, 32, KVType::q8, KVType::q4);
+  KVCache m(mixed);
+  EXPECT_EQ(m.byte_length(), 4 * (2 * 36 + 20));
+  EXPECT_FALSE(m.keys_rotated());
+  EXPECT_TRUE(q4.keys_rotated()) << "automatic: on for q4 keys";
+}
+
+// A non-finite element makes its block read back NaN, and only its block.
+TEST(QuantFormat, NonFiniteBlocksReadBackNaN) {
+  for (KVType t : {KVType::q8, KVType::q4}) {
+    KVCacheConfig cfg = config(1, 1, 4, 64, 64, t, t);
+    cfg.key_rotation = KeyRotation::none;
+    KVCache cache(cfg);
+    std::vector<float> k(64, 0.5f), v(64, 0.25f);
+    k[40] = std::numeric_limits<float>::quiet_NaN();
+    v[3] = std::numeric_limits<float>::infinity();
+    cache.append(maskattn::bhld(k.data(), 1, 1, 1, 64), maskattn::bhld(v.data(), 1, 1, 1, 64));
+    const KVCache::Contents c = cache.read(0);
+    for (int i = 0; i < 64; ++i) {
+      EXPECT_EQ(std::isnan(c.key[size_t(i)]), i >= 32) << i;
+      EXPECT_EQ(std::isnan(c.value[size_t(i)]), i < 32) << i;
+    }
+  }
+}
+
+// Rotation: q·k is unchanged, and 4-bit keys with outlier channels keep their accuracy.
+TEST(QuantFormat, RotationSpreadsOutlierChannels) {
+  Rng rng("quant/rotation");
+  const int64_t D = 128, n = 64;
+  std::vector<float> k = random(rng, size_t(n * D));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c : {3, 77}) k[size_t(j * D + c)] *= 10.0f;  // two outlier channels, 10x the rest
+  double err[2] = {0, 0};
+  for (int r = 0; r < 2; ++r) {
+    KVCacheConfig cfg = config(1, 1, n, D, D, KVType::q4, KVType::q4);
+    cfg.key_rotation = r ? KeyRotation::hadamard : KeyRotation::none;
+    KVCache cache(cfg);
+    cache.append(maskattn::bhld(k.data(), 1, 1, n, D), maskattn::bhld(k.data(), 1, 1, n, D));
+    EXPECT_EQ(cache.keys_rotated(), r == 1);
+    const KVCache::Contents c = cache.read(0);
+    for (size_t i = 0; i < k.size(); ++i) err[r] += std::pow(double(c.key[i]) - double(k[i]), 2);
+  }
+  EXPECT_LT(err[1], err[0] * 0.5) << "rotated q4 keys: squared error " << err[1] << " vs " << err[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention on every target and kernel
+// ---------------------------------------------------------------------------------------------
+
+struct Case {
+  KVType k, v;
+  KeyRotation rotation;
+  const char* name;
+};
+const Case kCases[] = {{KVType::q8, KVType::q8, KeyRotation::automatic, "q8"},
+                       {KVType::q4, KVType::q4, KeyRotation::none, "q4"},
+                       {KVType::q8, KVType::q4, KeyRotation::automatic, "q8/q4"},
+                       {KVType::f16, KVType::q8, KeyRotation::automatic, "f16/q8"},
+                       {KVType::q4, KVType::f32, KeyRotation::hadamard, "q4 rotated/f32"}};
+
+class QuantCacheTest : public TargetTest {
+ protected:
+  maskattn::Options options() const {
+    maskattn::Options o = KVCache::default_options();
+    o.target = target().target;
+    o.kernel = target().kernel;
+    return o;
+  }
+
+  // Queries that q8 represents exactly: per block of 32, integers in [-127, 127] (one of them
+  // ±127) times a step. The kernel's quantization then changes nothing.
+  static std::vector<float> exact_queries(Rng& rng, int64_t rows, int64_t D) {
+    std::vector<float> q(size_t(rows * D));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b0 = 0; b0 < D; b0 += 32) {
+        const float step = std::ldexp(1.0f, -int(rng.uniform(5, 9)));  // a power of 2: exact products
+        const int64_t len = std::min<int64_t>(32, D - b0);
+        for (int64_t i = 0; i < len; ++i) q[size_t(r * D + b0 + i)] = step * float(int(rng.uniform(-127, 127)));
+        q[size_t(r * D + b0 + int64_t(rng.uniform(0, float(len) - 0.01f)))] = 127 * step;
+      }
+    return q;
+  }
+
+  // attend(q) against the reference over read(b), per sequence. exact: the plain fp32 bound;
+  // otherwise the bound above for quantizing Q.
+  void check(const KVCache& cache, const std::vector<float>& q, int64_t Hq, int64_t Lq, maskattn::Options opt,
+             bool exact, const std::string& what) {
+    SCOPED_TRACE(what);
+    const KVCacheConfig& cfg = cache.config();
+    const int64_t B = cfg.batch, D = cfg.head_dim, Dv = cfg.value_dim, H = cfg.kv_heads;
+    std::vector<float> out(size_t(B * Hq * Lq * Dv), -7.0f);
+    cache.attend(maskattn::bhld(q.data(), B, Hq, Lq, D), maskattn::bhld(out.data(), B, Hq, Lq, Dv), opt);
+    for (int64_t b = 0; b < B; ++b) {
+      const KVCache::Contents c = cache.read(b);
+      // The contents as a full history: positions before `start` (overwritten by a ring) are zero
+      // rows that the ring's window never lets a query see.
+      const int64_t L = c.start + c.length;
+      std::vector<float> kf(size_t(H * L * D), 0.0f), vf(size_t(H * L * Dv), 0.0f);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < c.length; ++i) {
+          std::copy_n(c.key.begin() + (h * c.length + i) * D, D, kf.begin() + (h * L + c.start + i) * D);
+          std::copy_n(c.value.begin() + (h * c.length + i) * Dv, Dv, vf.begin() + (h * L + c.start + i) * Dv);
+        }
+      maskattn::Options ro = opt;
+      ro.target = Target::reference;
+      if (cfg.window > 0) {
+        ro.window.left = ro.window.left < 0 ? cfg.window - 1 : std::min<int64_t>(ro.window.left, cfg.window - 1);
+        ro.window.right = 0;
+      }
+      const float* qb = q.data() + b * Hq * Lq * D;
+      auto run_ref = [&](maskattn::Precision prec) {
+        return maskattn::reference_attention(maskattn::bhld(qb, 1, Hq, Lq, D), maskattn::bhld(kf.data(), 1, H, L, D),
+                                             maskattn::bhld(vf.data(), 1, H, L, Dv), ro, prec);
+      };
+      const maskattn::ReferenceResult r64 = run_ref(maskattn::Precision::fp64), r32 = run_ref(maskattn::Precision::fp32);
+      const std::vector<float> got(out.begin() + b * Hq * Lq * Dv, out.begin() + (b + 1) * Hq * Lq * Dv);
+      const bool quantized_keys = cfg.key_dtype == KVType::q8 || cfg.key_dtype == KVType::q4;
+      if (exact || !quantized_keys) {
+        EXPECT_TRUE(maskattn_test::compare_to_reference("O (sequence " + std::to_string(b) + ")", got, r64.out, r32.out,
+                                                        {1, Hq, Lq, Dv}));
+        continue;
+      }
+      // δ by Cauchy-Schwarz (valid rotated or not): amax(Rq_b) <= ||q||_2 and Σ_b ||(Rk)_b||_1 <= sqrt(D) ||k||_2.
+      double vmax = 0, kmax = 0;
+      for (float x : vf) vmax = std::max(vmax, std::fabs(double(x)));
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = 0; j < L; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += std::pow(double(kf[size_t((h * L + j) * D + d)]), 2);
+          kmax = std::max(kmax, std::sqrt(s));
+        }
+      for (int64_t row = 0; row < Hq * Lq; ++row) {
+        double qn = 0;
+        for (int64_t d = 0; d < D; ++d) qn += std::pow(double(qb[row * D + d]), 2);
+        const double scale = opt.scale ? double(*opt.scale) : 1.0 / std::sqrt(double(D));
+        const double delta = scale * std::sqrt(qn) / 254 * std::sqrt(double(D)) * kmax;
+        const double bound = (std::exp(2 * delta) - 1) * vmax + 1e-5 * std::max(1.0, vmax);
+        for (int64_t c = 0; c < Dv; ++c) {
+          const double want = r64.out[size_t(row * Dv + c)], have = got[size_t(row * Dv + c)];
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(have)) << "row " << row << " col " << c;
+          } else {
+            ASSERT_LE(std::fabs(have - want), bound) << "row " << row << " col " << c << " δ " << delta;
+          }
+        }
+      }
+    }
+  }
+};
+
+// A generation on each dtype pair: ragged prompt, decode steps, truncate and re-append, long
+// (split-K chunks), GQA 4/2, ALiBi + softcap, a window, every policy on an empty sequence.
+TEST_P(QuantCacheTest, MatchesReferenceOverItsContentsThroughAGeneration) {
+  for (const Case& cs : kCases) {
+    Rng rng(std::string("quant/generation/") + cs.name);
+    const int64_t D = 40, Dv = 48;  // a short last block on both
+    KVCacheConfig cfg = config(2, 2, 420, D, Dv, cs.k, cs.v);
+    cfg.key_rotation = cs.rotation;
+    if (cs.rotation == KeyRotation::hadamard) cfg.head_dim = 64;
+    const int64_t Dk = cfg.head_dim;
+    KVCache cache(cfg);
+    auto append = [&](int64_t T, std::vector<int32_t> counts) {
+      const std::vector<float> k = random(rng, size_t(2 * 2 * T * Dk)), v = random(rng, size_t(2 * 2 * T * Dv));
+      cache.append(maskattn::bhld(k.data(), 2, 2, T, Dk), maskattn::bhld(v.data(), 2, 2, T, Dv), counts);
+    };
+    const bool exact = !cache.keys_rotated();
+    auto queries = [&](int64_t Lq) {
+      return exact ? exact_queries(rng, 2 * 4 * Lq, Dk) : random(rng, size_t(2 * 4 * Lq * Dk));
+    };
+    const std::string name = cs.name;
+    append(100, {100, 45});
+    check(cache, queries(3), 4, 3, options(), exact, name + " after the prompt");
+    for (int step = 0; step < 2; ++step) append(1, {1, 1});
+    check(cache, queries(1), 4, 1, options(), exact, name + " decode steps");
+    append(4, {4, 2});
+    cache.truncate(std::vector<int32_t>{101, 47});
+    append(2, {2, 0});
+    check(cache, queries(2), 4, 2, options(), exact, name + " truncate and re-append");
+    append(300, {300, 300});
+    maskattn::Options o = options();
+    const std::vector<float> slopes = {0.5f, 0.25f, 0.125f, 0.0625f};
+    o.alibi_slopes = slopes;
+    o.softcap = 20.0f;
+    check(cache, queries(1), 4, 1, o, exact, name + " long, ALiBi, softcap");
+    cache.truncate(std::vector<int32_t>{cache.lengths()[0], 0});
+    for (FullyMasked policy : {FullyMasked::zero, FullyMasked::nan, FullyMasked::uniform}) {
+      o = options();
+      o.fully_masked = policy;
+      check(cache, queries(1), 4, 1, o, exact, name + " empty sequence, policy " + std::to_string(int(policy)));
+    }
+    o = options();
+    o.causal = false;
+    o.window = {5, -1};
+    check(cache, queries(2), 4, 2, o, exact, name + " window");
+  }
+}
+
+TEST_P(QuantCacheTest, SlidingWindowRing) {
+  Rng rng("quant/ring");
+  KVCacheConfig cfg = config(1, 1, 100, 32, 32, KVType::q8, KVType::q4);
+  cfg.window = 97;
+  KVCache cache(cfg);
+  const int64_t bytes = cache.byte_length();
+  for (int step = 0; step < 4; ++step) {
+    const int64_t T = step == 0 ? 130 : 37;
+    const std::vector<float> k = random(rng, size_t(T * 32)), v = random(rng, size_t(T * 32));
+    cache.append(maskattn::bhld(k.data(), 1, 1, T, 32), maskattn::bhld(v.data(), 1, 1, T, 32));
+    EXPECT_EQ(cache.read(0).start, cache.lengths()[0] - 100);
+    check(cache, exact_queries(rng, 2 * 4, 32), 2, 4, options(), true, "ring step " + std::to_string(step));
+  }
+  EXPECT_EQ(cache.byte_length(), bytes);
+}
+
+// Any queries (quantized by the kernel), Gaussian-like data and unit-scale data: within the bound.
+TEST_P(QuantCacheTest, AnyQueriesWithinTheDocumentedBound) {
+  for (const Case& cs : kCases) {
+    if (cs.k != KVType::q8 && cs.k != KVType::q4) continue;
+    Rng rng(std::string("quant/any-q/") + cs.name);
+    KVCacheConfig cfg = config(1, 2, 300, 64, 64, cs.k, cs.v);
+    cfg.key_rotation = cs.rotation;
+    KVCache cache(cfg);
+    const std::vector<float> k = random(rng, 2 * 300 * 64), v = random(rng, 2 * 300 * 64);
+    cache.append(maskattn::bhld(k.data(), 1, 2, 300, 64), maskattn::bhld(v.data(), 1, 2, 300, 64));
+    check(cache, random(rng, 4 * 2 * 64, -2, 2), 4, 2, options(), false, cs.name);
+  }
+}
+
+// NaN in a position: attended, the row is NaN (float rules); masked out, it never shows.
+TEST_P(QuantCacheTest, NaNOnlyWhereAttended) {
+  for (KVType t : {KVType::q8, KVType::q4}) {
+    Rng rng(std::string("quant/nan/") + maskattn::kv_type_name(t));
+    KVCache cache(config(1, 1, 80, 32, 32, t, t));
+    std::vector<float> k = random(rng, 70 * 32), v = random(rng, 70 * 32);
+    k[size_t(10 * 32 + 5)] = std::numeric_limits<float>::quiet_NaN();   // key of position 10
+    v[size_t(20 * 32 + 7)] = std::numeric_limits<float>::infinity();    // value of position 20
+    cache.append(maskattn::bhld(k.data(), 1, 1, 70, 32), maskattn::bhld(v.data(), 1, 1, 70, 32));
+    std::vector<float> q = exact_queries(rng, 1, 32), out(32);
+    maskattn::Options o = options();
+    o.window = {40, 0};  // sees positions 29..69 only
+    cache.attend(maskattn::bhld(q.data(), 1, 1, 1, 32), maskattn::bhld(out.data(), 1, 1, 1, 32), o);
+    for (float x : out) EXPECT_TRUE(std::isfinite(x));
+    o = options();
+    cache.attend(maskattn::bhld(q.data(), 1, 1, 1, 32), maskattn::bhld(out.data(), 1, 1, 1, 32), o);
+    for (float x : out) EXPECT_TRUE(std::isnan(x));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, QuantCacheTest, ::testing::ValuesIn(maskattn_test::kernel_target_params()),
+                         [](const ::testing::TestParamInfo<maskattn_test::KernelTarget>& info) {
+                           return maskattn_test::target_label(info.param);
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// Bad input
+// ---------------------------------------------------------------------------------------------
+
+void expect_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an ArgumentError naming " << argument;
+  } catch (const ArgumentError& e) {
+    EXPECT_EQ(e.argument(), argument) << e.what();
+    EXPECT_EQ(e.is_type_error(), type_error) << e.what();
+  }
+}
+
+TEST(QuantCacheErrors, ConfigurationAndMisuseAreNamed) {
+  auto make = [](std::function<void(KVCacheConfig&)> change) {
+    return [change] {
+      KVCacheConfig c = config(1, 1, 4, 32, 32, KVType::q8, KVType::q8);
+      change(c);
+      KVCache cache(c);
+    };
+  };
+  expect_error(make([](KVCacheConfig& c) { c.key_dtype = static_cast<KVType>(9); }), "key_dtype", true);
+  expect_error(make([](KVCacheConfig& c) { c.value_dtype = static_cast<KVType>(-1); }), "value_dtype", true);
+  expect_error(make([](KVCacheConfig& c) { c.key_rotation = static_cast<KeyRotation>(5); }), "key_rotation", true);
+  expect_error(make([](KVCacheConfig& c) { c.dtype = KVType::f32; c.value_dtype.reset(); c.key_rotation = KeyRotation::hadamard; }),
+               "key_rotation");
+  expect_error(make([](KVCacheConfig& c) { c.head_dim = 33; c.key_rotation = KeyRotation::hadamard; }), "key_rotation");
+  KVCache cache(config(2, 1, 4, 32, 32, KVType::q4, KVType::q8));
+  expect_error([&] { cache.read(2); }, "b");
+  expect_error([&] { cache.read(-1); }, "b");
+  std::vector<uint16_t> h(2 * 32);
+  expect_error([&] {
+    cache.append(maskattn::bhld<const uint16_t>(h.data(), 2, 1, 1, 32), maskattn::bhld<const uint16_t>(h.data(), 2, 1, 1, 32));
+  }, "k", true);
+  std::vector<float> k(2 * 32, 1.0f);
+  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 1, 1, 16), maskattn::bhld(k.data(), 2, 1, 1, 32)); }, "k");
+  EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{0, 0})) << "nothing written";
+  // An odd head_dim: q4 keys are then not rotated (automatic), and everything still works.
+  KVCache odd(config(1, 1, 4, 33, 33, KVType::q4, KVType::q4));
+  EXPECT_FALSE(odd.keys_rotated());
+}
+
+}  // namespace
