@@ -1,11 +1,15 @@
-// Native KV-cache benchmark: one decode step (attend one query per head over the cache) of a
-// float32 cache against a float16 cache, GQA 1 x 32/8 x 1 x 4096 x 128 by default, at 1 and 2
-// threads, interleaved (each repetition measures every (dtype, threads) pair in a new random
-// order; four caches of each dtype rotate so K/V never come from cache), medians.
+// Native KV-cache benchmark: one decode step (attend one query per head over a resident cache) for
+// every cache dtype (f32, f16, q8, q4, q8 keys with q4 values), on the MHA shape 1 x 32/32 x 2048 x 128
+// and the GQA shape 1 x 32/8 x 4096 x 128, at 1 and 2 threads. Interleaved: each repetition measures
+// every (dtype, threads) pair in a new random order; four caches of each dtype rotate, so K/V never
+// come from the CPU cache. Prints ms per step, GB/s of K/V read, the ratios the README quotes, and
+// each dtype's error against the float32 cache on the same Gaussian data (max |ΔO| / max |V| and
+// cosine similarity), and the error of q4 keys with and without rotation on outlier-channel keys.
 //
-//   maskattn_cache_bench [--quick] [--length L] [--kv-heads H] [--heads HQ] [--dim D]
+//   maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +23,8 @@
 
 namespace {
 
+using maskattn::KVType;
+
 double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -28,87 +34,170 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
+struct DtypePair {
+  KVType k, v;
+  const char* name;
+};
+const DtypePair kDtypes[] = {{KVType::f32, KVType::f32, "f32"},
+                             {KVType::f16, KVType::f16, "f16"},
+                             {KVType::q8, KVType::q8, "q8"},
+                             {KVType::q4, KVType::q4, "q4"},
+                             {KVType::q8, KVType::q4, "q8/q4"}};
+constexpr int kNumDtypes = 5;
 
-int main(int argc, char** argv) {
-  bool quick = false;
-  int L = 4096, Hkv = 8, Hq = 32, D = 128;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    auto value = [&] { return a + 1 < argc ? std::atoi(argv[++a]) : 0; };
-    if (arg == "--quick") quick = true;
-    else if (arg == "--length") L = value();
-    else if (arg == "--kv-heads") Hkv = value();
-    else if (arg == "--heads") Hq = value();
-    else if (arg == "--dim") D = value();
-    else {
-      std::fprintf(stderr, "usage: maskattn_cache_bench [--quick] [--length L] [--kv-heads H] [--heads HQ] [--dim D]\n");
-      return 2;
-    }
+struct Shape {
+  const char* name;
+  int Hq, Hkv, L, D;
+};
+
+maskattn::KVCacheConfig config(const Shape& s, const DtypePair& t,
+                               maskattn::KeyRotation rot = maskattn::KeyRotation::automatic) {
+  maskattn::KVCacheConfig cfg;
+  cfg.batch = 1;
+  cfg.kv_heads = s.Hkv;
+  cfg.capacity = s.L;
+  cfg.head_dim = s.D;
+  cfg.dtype = t.k;
+  cfg.value_dtype = t.v;
+  cfg.key_rotation = rot;
+  return cfg;
+}
+
+// Max |ΔO| / max |V| and cosine similarity of out against the float32 cache's output.
+struct Error {
+  double rel_max = 0, cosine = 1;
+};
+Error error_against(const std::vector<float>& ref, const std::vector<float>& out, double vmax) {
+  double m = 0, dot = 0, a = 0, b = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    m = std::max(m, std::fabs(double(out[i]) - double(ref[i])));
+    dot += double(out[i]) * ref[i];
+    a += double(ref[i]) * ref[i];
+    b += double(out[i]) * out[i];
   }
-  const int copies = 4, reps = quick ? 15 : 60;
-  std::fprintf(stderr, "filling %d float32 and %d float16 caches of %d positions...\n", copies, copies, L);
-  std::vector<maskattn::KVCache> caches;  // [copy * 2 + dtype]
-  std::mt19937 rng(7);
+  return {m / vmax, dot / std::sqrt(a * b)};
+}
+
+// Each dtype's output error against float32 on the same data: Gaussian K, V and q; then keys with
+// two outlier channels (10x) for q4 keys with and without rotation.
+void accuracy(const Shape& s, std::mt19937& rng) {
+  std::normal_distribution<float> N(0, 1);
+  const size_t kv = size_t(s.Hkv) * s.L * s.D;
+  std::vector<float> k(kv), v(kv), q(size_t(s.Hq) * s.D);
+  auto run = [&](const maskattn::KVCacheConfig& cfg) {
+    maskattn::KVCache cache(cfg);
+    cache.append(maskattn::bhld(k.data(), 1, s.Hkv, s.L, s.D), maskattn::bhld(v.data(), 1, s.Hkv, s.L, s.D));
+    std::vector<float> out(q.size());
+    cache.attend(maskattn::bhld(q.data(), 1, s.Hq, 1, s.D), maskattn::bhld(out.data(), 1, s.Hq, 1, s.D));
+    return out;
+  };
+  for (float& e : k) e = N(rng);
+  for (float& e : v) e = N(rng);
+  for (float& e : q) e = N(rng);
+  double vmax = 0;
+  for (float x : v) vmax = std::max(vmax, double(std::fabs(x)));
+  const std::vector<float> ref = run(config(s, kDtypes[0]));
+  std::printf("  error against the float32 cache (Gaussian K, V, q; max |dO| / max |V|, cosine):\n");
+  for (int t = 1; t < kNumDtypes; ++t) {
+    const Error e = error_against(ref, run(config(s, kDtypes[t])), vmax);
+    std::printf("    %-8s %9.4f%%   cosine %.6f\n", kDtypes[t].name, 100 * e.rel_max, e.cosine);
+  }
+  // Outlier channels: the same keys with channels 3 and 77 scaled 10x (q stays Gaussian).
+  const Error gauss_rot = error_against(ref, run(config(s, kDtypes[3], maskattn::KeyRotation::hadamard)), vmax);
+  for (size_t j = 0; j < kv / size_t(s.D); ++j)
+    for (int c : {3, 77 % s.D}) k[j * size_t(s.D) + size_t(c)] *= 10.0f;
+  const std::vector<float> ref_out = run(config(s, kDtypes[0]));
+  const Error plain = error_against(ref_out, run(config(s, kDtypes[3], maskattn::KeyRotation::none)), vmax);
+  const Error rotated = error_against(ref_out, run(config(s, kDtypes[3], maskattn::KeyRotation::hadamard)), vmax);
+  std::printf("  q4 keys (q4 values) on keys with 2 outlier channels (10x): not rotated %.4f%% (cosine %.6f), "
+              "rotated %.4f%% (cosine %.6f); rotated on Gaussian keys %.4f%%: outliers cost %.2fx\n",
+              100 * plain.rel_max, plain.cosine, 100 * rotated.rel_max, rotated.cosine, 100 * gauss_rot.rel_max,
+              rotated.rel_max / gauss_rot.rel_max);
+}
+
+void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
+  const int copies = 4;
+  std::fprintf(stderr, "%s: filling %d caches of each dtype (%d positions)...\n", s.name, copies, s.L);
+  std::vector<maskattn::KVCache> caches;  // [copy * kNumDtypes + dtype]
   std::uniform_real_distribution<float> U(-1, 1);
-  std::vector<float> k(size_t(Hkv) * L * D), v(k.size());
+  std::vector<float> k(size_t(s.Hkv) * s.L * s.D), v(k.size());
   for (int c = 0; c < copies; ++c)
-    for (maskattn::KVType t : {maskattn::KVType::f32, maskattn::KVType::f16}) {
+    for (const DtypePair& t : kDtypes) {
       for (auto* x : {&k, &v})
         for (float& e : *x) e = U(rng);
-      maskattn::KVCacheConfig cfg;
-      cfg.batch = 1;
-      cfg.kv_heads = Hkv;
-      cfg.capacity = L;
-      cfg.head_dim = D;
-      cfg.dtype = t;
-      caches.emplace_back(cfg);
-      caches.back().append(maskattn::bhld(k.data(), 1, Hkv, L, D), maskattn::bhld(v.data(), 1, Hkv, L, D));
+      caches.emplace_back(config(s, t));
+      caches.back().append(maskattn::bhld(k.data(), 1, s.Hkv, s.L, s.D), maskattn::bhld(v.data(), 1, s.Hkv, s.L, s.D));
     }
-  std::vector<float> q(size_t(Hq) * D), out(q.size());
+  std::vector<float> q(size_t(s.Hq) * s.D), out(q.size());
   for (float& e : q) e = U(rng);
 
-  std::fprintf(stderr, "measuring read bandwidth...\n");
-  std::vector<float> big(size_t(128) << 20, 1.0f);  // 512 MiB
-  const double bw1 = probes::read_bandwidth(big.data(), big.size(), 1, 5).best_gbs;
-  const double bw2 = probes::read_bandwidth(big.data(), big.size(), 2, 5).best_gbs;
-  big = {};
-
-  const int thread_counts[2] = {1, 2};
-  std::vector<double> times[2][2];  // [dtype][threads]
-  std::vector<int> order = {0, 1, 2, 3};
+  std::vector<int> threads = {1};
+  if (max_threads >= 2) threads.push_back(2);
+  if (max_threads > 2) threads.push_back(max_threads);
+  const int nt = int(threads.size());
+  std::vector<std::vector<double>> times(size_t(kNumDtypes * nt));  // [dtype * nt + ti]
+  std::vector<int> order(times.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
   int copy = 0;
   for (int r = 0; r < reps; ++r) {
     std::shuffle(order.begin(), order.end(), rng);
     for (int pair : order) {
-      const int dtype = pair / 2, ti = pair % 2;
+      const int dtype = pair / nt, ti = pair % nt;
       maskattn::Options o = maskattn::KVCache::default_options();
-      o.threads = thread_counts[ti];
-      const maskattn::KVCache& cache = caches[size_t((copy++ % copies) * 2 + dtype)];
-      auto call = [&] { cache.attend(maskattn::bhld(q.data(), 1, Hq, 1, D), maskattn::bhld(out.data(), 1, Hq, 1, D), o); };
-      call();  // wake the workers (and this call reads another copy than the timed one's)
-      const maskattn::KVCache& timed = caches[size_t((copy++ % copies) * 2 + dtype)];
+      o.threads = threads[size_t(ti)];
+      auto call = [&](const maskattn::KVCache& c) {
+        c.attend(maskattn::bhld(q.data(), 1, s.Hq, 1, s.D), maskattn::bhld(out.data(), 1, s.Hq, 1, s.D), o);
+      };
+      call(caches[size_t((copy++ % copies) * kNumDtypes + dtype)]);  // wake the workers
+      const maskattn::KVCache& timed = caches[size_t((copy++ % copies) * kNumDtypes + dtype)];
       const double t0 = seconds();
-      timed.attend(maskattn::bhld(q.data(), 1, Hq, 1, D), maskattn::bhld(out.data(), 1, Hq, 1, D), o);
-      times[dtype][ti].push_back(seconds() - t0);
+      call(timed);
+      times[size_t(pair)].push_back(seconds() - t0);
     }
     if ((r + 1) % 10 == 0) std::fprintf(stderr, "  %d/%d repetitions\n", r + 1, reps);
   }
-  std::printf("KV cache decode step, B=1 Hq=%d Hkv=%d Lq=1 L=%d D=%d (%s), median of %d; read bandwidth %.1f GB/s "
-              "(1 thread), %.1f GB/s (2 threads)\n",
-              Hq, Hkv, L, D, maskattn::target_name(maskattn::best_target()), reps, bw1, bw2);
-  std::printf("%-10s %8s %12s %10s %12s\n", "dtype", "threads", "ms/step", "GB/s", "% of bw");
-  for (int ti = 0; ti < 2; ++ti)
-    for (int dtype = 0; dtype < 2; ++dtype) {
-      const double s = median(times[dtype][ti]);
-      const double bytes = 2.0 * Hkv * L * D * (dtype ? 2 : 4);
-      const double bw = ti ? bw2 : bw1;
-      std::printf("%-10s %8d %12.3f %10.1f %11.0f%%\n", dtype ? "float16" : "float32", thread_counts[ti], s * 1e3,
-                  bytes / s * 1e-9, 100 * bytes / s * 1e-9 / bw);
+  std::printf("%s: decode step B=1 Hq=%d Hkv=%d Lq=1 L=%d D=%d (%s), median of %d\n", s.name, s.Hq, s.Hkv, s.L, s.D,
+              maskattn::target_name(maskattn::best_target()), reps);
+  std::printf("  %-8s %8s %10s %10s %12s\n", "dtype", "threads", "ms/step", "GB/s", "vs f32");
+  auto t_of = [&](int dtype, int ti) { return median(times[size_t(dtype * nt + ti)]); };
+  for (int ti = 0; ti < nt; ++ti)
+    for (int dtype = 0; dtype < kNumDtypes; ++dtype) {
+      const double sec = t_of(dtype, ti), bytes = double(caches[size_t(dtype)].byte_length());
+      std::printf("  %-8s %8d %10.3f %10.1f %11.2fx\n", kDtypes[dtype].name, threads[size_t(ti)], sec * 1e3,
+                  bytes / sec * 1e-9, t_of(0, ti) / sec);
     }
-  for (int ti = 0; ti < 2; ++ti)
-    std::printf("float16 vs float32 at %d thread%s: %.2fx\n", thread_counts[ti], ti ? "s" : "",
-                median(times[0][ti]) / median(times[1][ti]));
-  std::printf("2 threads vs 1: float32 %.2fx, float16 %.2fx\n", median(times[0][0]) / median(times[0][1]),
-              median(times[1][0]) / median(times[1][1]));
+  std::printf("  q8 vs f16 at 1 thread %.2fx; q4 vs q8 %.2fx", t_of(1, 0) / t_of(2, 0), t_of(2, 0) / t_of(3, 0));
+  if (nt > 1) std::printf("; 2 threads vs 1: f32 %.2fx, q8 %.2fx, q4 %.2fx", t_of(0, 0) / t_of(0, 1),
+                          t_of(2, 0) / t_of(2, 1), t_of(3, 0) / t_of(3, 1));
+  std::printf("\n");
+  accuracy(s, rng);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string shape = "both";
+  int max_threads = 2;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--quick") quick = true;
+    else if (arg == "--shape" && a + 1 < argc) shape = argv[++a];
+    else if (arg == "--threads" && a + 1 < argc) max_threads = std::atoi(argv[++a]);
+    else {
+      std::fprintf(stderr, "usage: maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N]\n");
+      return 2;
+    }
+  }
+  std::mt19937 rng(7);
+  std::fprintf(stderr, "measuring read bandwidth...\n");
+  {
+    std::vector<float> big(size_t(128) << 20, 1.0f);  // 512 MiB
+    std::printf("read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n",
+                probes::read_bandwidth(big.data(), big.size(), 1, 5).best_gbs,
+                probes::read_bandwidth(big.data(), big.size(), 2, 5).best_gbs);
+  }
+  const int reps = quick ? 11 : 41;
+  if (shape == "mha" || shape == "both") speed({"MHA", 32, 32, 2048, 128}, reps, max_threads, rng);
+  if (shape == "gqa" || shape == "both") speed({"GQA", 32, 8, 4096, 128}, reps, max_threads, rng);
 }

@@ -241,9 +241,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(arg, "--target") && has_value) {
       const std::string name = argv[++a];
       bool found = false;
-      for (maskattn::Target t : {maskattn::Target::automatic, maskattn::Target::reference, maskattn::Target::scalar,
-                                 maskattn::Target::sse2, maskattn::Target::avx2, maskattn::Target::avx512,
-                                 maskattn::Target::simd128, maskattn::Target::neon64})
+      for (maskattn::Target t : {maskattn::Target::automatic, maskattn::Target::reference})
+        if (name == maskattn::target_name(t)) target = t, found = true;
+      for (maskattn::Target t : maskattn::kKernelTargets)
         if (name == maskattn::target_name(t)) target = t, found = true;
       if (!found || !maskattn::target_available(target)) {
         std::fprintf(stderr, "target '%s' is not available here\n", name.c_str());

@@ -49,7 +49,7 @@ build() {  # build DIR [cmake args...]: configure once, then build
   fi
 }
 
-step "native build (Release): kernels sse2, avx2, avx512 with run-time dispatch"
+step "native build (Release): kernels sse2, avx2, avx512, avx512vnni with run-time dispatch"
 run build build/native -DCMAKE_BUILD_TYPE=Release
 step "native tests: every dispatch target the CPU has, the README example, the installed package"
 run ctest --test-dir build/native --output-on-failure -j2

@@ -523,8 +523,7 @@ TEST(Hostile, BoundariesAreAccepted) {
 // kernel's key chunks reached past Lk.
 TEST(Hostile, ValidProblemsReadOnlyTheirTensors) {
   std::vector<maskattn::Target> targets;
-  for (auto t : {maskattn::Target::scalar, maskattn::Target::sse2, maskattn::Target::avx2, maskattn::Target::avx512,
-                 maskattn::Target::simd128, maskattn::Target::neon64})
+  for (auto t : maskattn::kKernelTargets)
     if (maskattn::target_available(t)) targets.push_back(t);
   int runs = 0;
   for (int64_t Lq : {1, 5, 12})

@@ -118,8 +118,7 @@ class Rng {
 // Every kernel target: what `automatic` could pick plus the ones it would not. The reference is
 // the oracle, not a subject, and `automatic` is one of the others.
 inline const std::vector<Target>& kernel_targets() {
-  static const std::vector<Target> targets = {Target::scalar, Target::sse2, Target::avx2,
-                                              Target::avx512, Target::simd128, Target::neon64};
+  static const std::vector<Target> targets(std::begin(maskattn::kKernelTargets), std::end(maskattn::kKernelTargets));
   return targets;
 }
 

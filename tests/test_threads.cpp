@@ -33,8 +33,7 @@ std::vector<float> values(size_t n, uint32_t seed) {
 
 std::vector<maskattn::Target> targets() {
   std::vector<maskattn::Target> t;
-  for (auto x : {maskattn::Target::scalar, maskattn::Target::sse2, maskattn::Target::avx2, maskattn::Target::avx512,
-                 maskattn::Target::neon64})
+  for (auto x : maskattn::kKernelTargets)
     if (maskattn::target_available(x)) t.push_back(x);
   return t;
 }

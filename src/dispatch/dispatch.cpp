@@ -6,7 +6,8 @@
 
 #include "dispatch/targets.hpp"
 
-#if defined(MASKATTN_WITH_SSE2) || defined(MASKATTN_WITH_AVX2) || defined(MASKATTN_WITH_AVX512)
+#if defined(MASKATTN_WITH_SSE2) || defined(MASKATTN_WITH_AVX2) || defined(MASKATTN_WITH_AVX512) || \
+    defined(MASKATTN_WITH_AVX512VNNI)
 #include <xsimd/config/xsimd_cpuid.hpp>
 #define MASKATTN_X86_DISPATCH 1
 #endif
@@ -33,6 +34,9 @@ bool compiled_in(Target t) {
 #if defined(MASKATTN_WITH_AVX512)
     case Target::avx512: return true;
 #endif
+#if defined(MASKATTN_WITH_AVX512VNNI)
+    case Target::avx512vnni: return true;
+#endif
 #if defined(MASKATTN_WITH_SIMD128)
     case Target::simd128: return true;
 #endif
@@ -51,6 +55,9 @@ bool cpu_supports(Target t) {
     // F16C converts float16 KV caches (every AVX2 CPU has it; checked all the same).
     case Target::avx2: return cpu.avx2 && cpu.fma3_avx2 && __builtin_cpu_supports("f16c");
     case Target::avx512: return cpu.avx512f && cpu.avx512dq;
+    case Target::avx512vnni:
+      return cpu.avx512f && cpu.avx512dq && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
     default: return true;
   }
 #else
@@ -64,7 +71,7 @@ bool cpu_supports(Target t) {
 bool target_available(Target t) noexcept { return compiled_in(t) && cpu_supports(t); }
 
 Target best_target() noexcept {
-  for (Target t : {Target::avx512, Target::avx2, Target::sse2, Target::simd128, Target::neon64})
+  for (Target t : {Target::avx512vnni, Target::avx512, Target::avx2, Target::sse2, Target::simd128, Target::neon64})
     if (target_available(t)) return t;
   return Target::scalar;
 }
@@ -77,6 +84,7 @@ const char* target_name(Target t) noexcept {
     case Target::sse2: return "sse2";
     case Target::avx2: return "avx2";
     case Target::avx512: return "avx512";
+    case Target::avx512vnni: return "avx512vnni";
     case Target::simd128: return "simd128";
     case Target::neon64: return "neon64";
   }
@@ -99,7 +107,7 @@ int target_lanes(Target t) noexcept {
   switch (t) {
     case Target::sse2: case Target::simd128: case Target::neon64: return 4;
     case Target::avx2: return 8;
-    case Target::avx512: return 16;
+    case Target::avx512: case Target::avx512vnni: return 16;
     case Target::automatic: return target_lanes(best_target());
     default: return 1;
   }
@@ -120,6 +128,9 @@ void run_kernel(Target t, const Problem& p) {
 #if defined(MASKATTN_WITH_AVX512)
     case Target::avx512: return attention_avx512(p);
 #endif
+#if defined(MASKATTN_WITH_AVX512VNNI)
+    case Target::avx512vnni: return attention_avx512vnni(p);
+#endif
 #if defined(MASKATTN_WITH_SIMD128)
     case Target::simd128: return attention_simd128(p);
 #endif
@@ -132,7 +143,7 @@ void run_kernel(Target t, const Problem& p) {
 
 std::string compiled_targets_string() {
   std::string s;
-  for (Target t : {Target::scalar, Target::sse2, Target::avx2, Target::avx512, Target::simd128, Target::neon64})
+  for (Target t : kKernelTargets)
     if (compiled_in(t)) s += (s.empty() ? "" : ", ") + std::string(target_name(t));
   return s;
 }

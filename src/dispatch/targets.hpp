@@ -18,6 +18,9 @@ void attention_avx2(const Problem& p);
 #if defined(MASKATTN_WITH_AVX512)
 void attention_avx512(const Problem& p);
 #endif
+#if defined(MASKATTN_WITH_AVX512VNNI)
+void attention_avx512vnni(const Problem& p);
+#endif
 #if defined(MASKATTN_WITH_SIMD128)
 void attention_simd128(const Problem& p);
 #endif

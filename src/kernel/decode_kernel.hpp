@@ -48,7 +48,7 @@ class DecodeAttention {
   using V = typename S::V;
   static constexpr int W = S::W;
   using QD = QuantDot<Arch>;
-  using QBlock = typename QD::Block;
+  using QRow = typename QD::Row;
 
  public:
   static constexpr int KT = 64;         // keys per tile (scores of a tile stay in L1)
@@ -126,7 +126,7 @@ class DecodeAttention {
     int64_t h = 0, i = 0;
     RowKeys keys;
     const float* q = nullptr;
-    const QBlock* qq = nullptr;  // the row quantized per block (quantized keys)
+    QRow qq;  // the row quantized per block (quantized keys)
   };
 
   const Problem& p_;
@@ -139,16 +139,16 @@ class DecodeAttention {
   int active_[kMaxRows], full_[kMaxRows];
   TileClass class_[kMaxRows];
   const float* qrows_[kMaxRows];
-  const QBlock* qquant_[kMaxRows];
+  const QRow* qquant_[kMaxRows];
 
-  // [kMaxRows][nb] blocks, then D floats (a rotated row) and one q8 row.
+  // [kMaxRows] prepared rows, then D floats (a rotated row) and one q8 row.
   int64_t query_scratch_bytes() const {
-    return kMaxRows * nb_ * int64_t(sizeof(QBlock)) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D) + 64;
+    return kMaxRows * QRow::bytes(nb_) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D) + 64;
   }
+  // Each row's query quantized like a q8 key (rotated first when the keys are).
   void quantize_queries(Workspace& ws, Row* rows, int n_rows) const {
     uint8_t* base = ws.query_blocks.data();
-    auto* blocks = reinterpret_cast<QBlock*>(base);
-    float* rotated = reinterpret_cast<float*>(base + kMaxRows * nb_ * int64_t(sizeof(QBlock)));
+    float* rotated = reinterpret_cast<float*>(base + kMaxRows * QRow::bytes(nb_));
     uint8_t* q8 = reinterpret_cast<uint8_t*>(rotated + p_.D);
     for (int r = 0; r < n_rows; ++r) {
       if (rows[r].keys.empty()) continue;
@@ -159,11 +159,7 @@ class DecodeAttention {
         q = rotated;
       }
       quantize_row(KVType::q8, q, p_.D, q8);
-      QBlock* out = blocks + r * nb_;
-      for (int64_t blk = 0; blk < nb_; ++blk)
-        QD::prepare(reinterpret_cast<const int8_t*>(q8 + blk * kQuantBlock), quant_scale(KVType::q8, q8, p_.D, blk),
-                    out[blk]);
-      rows[r].qq = out;
+      rows[r].qq = QRow::prepare(q8, p_.D, nb_, QD::kQ8Offset, base + r * QRow::bytes(nb_));
     }
   }
 
@@ -203,8 +199,8 @@ class DecodeAttention {
     switch (p_.k_type) {
       case KVType::q8:
       case KVType::q4: {
-        const QBlock** qq = qquant_;
-        for (int a = 0; a < n_active; ++a) qq[a] = rows[active[a]].qq;
+        const QRow** qq = qquant_;
+        for (int a = 0; a < n_active; ++a) qq[a] = &rows[active[a]].qq;
         qk_rows_quant(qq, n_active, static_cast<const uint8_t*>(k), int(n), kt, ahead, s);
         break;
       }
@@ -346,7 +342,7 @@ class DecodeAttention {
   using FV = typename FS::V;
   static constexpr int L = FS::W;
 
-  void qk_rows_quant(const QBlock* const* qq, int n_rows, const uint8_t* k, int n, int kt, int64_t ahead,
+  void qk_rows_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt, int64_t ahead,
                      float* s) const {
     const bool q4 = p_.k_type == KVType::q4;
     if constexpr (L == 1) {
@@ -362,35 +358,24 @@ class DecodeAttention {
   }
 
   template <int RB, bool Q4>
-  MASKATTN_NOINLINE void qk_block_quant(const QBlock* const* qq, int n_rows, const uint8_t* k, int n, int kt,
+  MASKATTN_NOINLINE void qk_block_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
                                         int64_t ahead, float* s) const {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
-    constexpr int64_t kValueBytes = Q4 ? 16 : 32;
-    const int64_t ks = p_.ks.l, nb = nb_, scales_at = nb * kValueBytes, pf = prefetch_keys(k_row_bytes_);
+    const int64_t ks = p_.ks.l, nb = nb_, scales_at = nb * (Q4 ? 16 : 32), pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[L];
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
-      const QBlock* q[RB];
+      const QRow* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
       for (int j = 0; j < kt; j += KB) {
-        const uint8_t* kr[KB];
-        for (int c = 0; c < KB; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
         if (r0 == 0)
           for (int c = 0; c < KB; ++c)
             if (j + c + pf < ahead) prefetch_bytes(k + (j + c + pf) * ks, k_row_bytes_);
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
-        for (int64_t blk = 0; blk < nb; ++blk) {
-          float kd[KB];
-          for (int c = 0; c < KB; ++c) std::memcpy(&kd[c], kr[c] + scales_at + 4 * blk, 4);
-          for (int r = 0; r < RB; ++r) {
-            const QBlock& qb = q[r][blk];
-            for (int c = 0; c < KB; ++c) {
-              const uint8_t* kv = kr[c] + blk * kValueBytes;
-              const auto idot = Q4 ? QD::dot_q4(qb, kv) : QD::dot_q8(qb, kv);
-              acc[r * KB + c] = FS::fma(QD::to_float(idot), FS::splat(qb.d * kd[c]), acc[r * KB + c]);
-            }
-          }
+        for (int c = 0; c < KB; ++c) {
+          const uint8_t* kr = k + std::min(j + c, n - 1) * ks;
+          QD::template dot<RB, Q4>(q, kr, reinterpret_cast<const float*>(kr + scales_at), nb, acc + c, KB);
         }
         FS::store(dots, FS::reduce_lanes(acc));
         for (int r = 0; r < RB && r0 + r < n_rows; ++r)
@@ -526,28 +511,28 @@ class DecodeAttention {
       if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
       if (!use(j)) continue;
       const uint8_t* vr = v.p + j * vs;
+      V pj[R];  // one broadcast of p_j per row; the block scale multiplies the values, once for all rows
+      for (int r = 0; r < R; ++r) pj[r] = S::splat(prow[r][j]);
       for (int g = 0; g < ng;) {
         const int64_t col = c0 + 16 * g, blk = col / kQuantBlock, half = (col % kQuantBlock) / 16;
         float d;
         std::memcpy(&d, vr + scales_at + 4 * blk, 4);
+        const V dv = S::splat(d);
         V x[2 * GV];
         int groups = 1;
         if constexpr (kQ4) {
-          if (half == 0 && g + 1 < ng) {  // a whole block: both nibbles of each byte used
+          if (half == 0) {
             QD::q4(vr + blk * 16, x, x + GV);
-            groups = 2;
-          } else if (half == 0) {
-            QD::q4(vr + blk * 16, x, x + GV);
+            groups = g + 1 < ng ? 2 : 1;  // a whole block: both nibbles of each byte used
           } else {
             QD::q4(vr + blk * 16, x + GV, x);
           }
         } else {
           QD::q8(vr + blk * 32 + half * 16, x);
         }
-        for (int r = 0; r < R; ++r) {
-          const V w = S::splat(prow[r][j] * d);
-          for (int c = 0; c < groups * GV; ++c) acc[r][g * GV + c] = S::fma(w, x[c], acc[r][g * GV + c]);
-        }
+        for (int c = 0; c < groups * GV; ++c) x[c] = x[c] * dv;
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < groups * GV; ++c) acc[r][g * GV + c] = S::fma(pj[r], x[c], acc[r][g * GV + c]);
         g += groups;
       }
     }

@@ -68,6 +68,9 @@ inline float stored_element(KVType t, const void* row, int64_t n, int64_t i) {
   }
 }
 
+// Nearest integer, halves away from zero (inline: libm's nearbyint is a call per element).
+inline int round_to_int(float x) { return int(x + (x < 0 ? -0.5f : 0.5f)); }
+
 // Quantizes one row of n floats into `out` (stored_row_bytes(t, n) bytes). q8 also serves the
 // decode kernel's queries (the same block rule, so Q·Kᵀ multiplies two q8 blocks).
 inline void quantize_row(KVType t, const float* x, int64_t n, uint8_t* out) {
@@ -90,14 +93,13 @@ inline void quantize_row(KVType t, const float* x, int64_t n, uint8_t* out) {
       d = amax / 127.0f;
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       for (int64_t i = 0; i < len; ++i) {
-        const float r = std::nearbyint(x[i0 + i] * inv);
-        values[i] = uint8_t(int8_t(std::max(-127.0f, std::min(127.0f, r))));
+        values[i] = uint8_t(int8_t(round_to_int(std::max(-127.0f, std::min(127.0f, x[i0 + i] * inv)))));
       }
     } else {
       d = m / -8.0f;
       const float inv = d != 0.0f ? 1.0f / d : 0.0f;
       for (int64_t i = 0; i < len; ++i) {
-        const int q = int(std::max(0.0f, std::min(15.0f, std::nearbyint(x[i0 + i] * inv) + 8.0f)));
+        const int q = std::max(0, std::min(15, round_to_int(x[i0 + i] * inv) + 8));
         uint8_t& byte = values[i % 16];
         byte = i < 16 ? uint8_t((byte & 0xF0) | q) : uint8_t((byte & 0x0F) | (q << 4));
       }

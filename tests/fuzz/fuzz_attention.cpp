@@ -63,7 +63,7 @@ std::string g_case;  // the current case, printed with a finding
 const std::vector<Target>& targets() {
   static const std::vector<Target> t = [] {
     std::vector<Target> v;
-    for (Target x : {Target::scalar, Target::sse2, Target::avx2, Target::avx512, Target::simd128, Target::neon64})
+    for (Target x : maskattn::kKernelTargets)
       if (maskattn::target_available(x)) v.push_back(x);
     return v;
   }();

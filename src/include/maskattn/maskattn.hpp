@@ -160,7 +160,11 @@ enum class FullyMasked {
 
 // Which implementation runs. `automatic` picks the widest the CPU supports.
 // New targets go at the end: the values are stable.
-enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128, neon64 };
+// avx512vnni: the avx512 kernel plus AVX512-BW/VL/VNNI (vpdpbusd) for the quantized KV caches.
+enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128, neon64, avx512vnni };
+// Every kernel target (not automatic, not reference): what target_available() may say yes to.
+inline constexpr Target kKernelTargets[] = {Target::scalar,  Target::sse2,    Target::avx2,  Target::avx512,
+                                            Target::avx512vnni, Target::simd128, Target::neon64};
 
 // Which kernel runs. `automatic` picks by shape: the decode kernel when a KV head group has few query
 // rows (Hq / Hkv x Lq <= decode_max_rows()), the prefill kernel otherwise. Both follow the same
