@@ -218,7 +218,11 @@ KVCache::~KVCache() = default;
 // A moved-from cache holds nothing: the accessors answer "empty" (they are noexcept), every other
 // call is an ArgumentError naming the cache, never a null dereference.
 namespace {
-const KVCacheConfig kMovedFromConfig{0, 0, 0, 0, 0, KVType::f32, 0};
+const KVCacheConfig kMovedFromConfig = [] {
+  KVCacheConfig c;
+  c.batch = c.kv_heads = c.capacity = c.head_dim = c.value_dim = 0;
+  return c;
+}();
 const std::vector<int32_t> kNoLengths;
 }  // namespace
 

@@ -521,11 +521,11 @@ class DecodeAttention {
         V x[2 * GV];
         int groups = 1;
         if constexpr (kQ4) {
-          if (half == 0) {
+          if (half == 0 && g + 1 < ng) {  // a whole block: both nibbles of each byte used
             QD::q4(vr + blk * 16, x, x + GV);
-            groups = g + 1 < ng ? 2 : 1;  // a whole block: both nibbles of each byte used
+            groups = 2;
           } else {
-            QD::q4(vr + blk * 16, x + GV, x);
+            QD::q4_half(vr + blk * 16, int(half), x);
           }
         } else {
           QD::q8(vr + blk * 32 + half * 16, x);

@@ -12,8 +12,10 @@
 //                 by +128; the pair's two scale products broadcast to the halves with one vpermps)
 //   AVX2          vpmaddubsw + vpmaddwd (q8: |k| and sign(q, k))
 //   SSE2          widen to int16 + pmaddwd          (queries prepared as int16)
-//   SIMD128       i32x4.dot_i16x8_s                 (queries prepared as int16)
-//   relaxed SIMD  i32x4.relaxed_dot_i8x16_i7x16_add_s (|k| <= 127 and nibbles are 7-bit)
+//   SIMD128       i32x4.dot_i16x8_s                 (queries prepared as int16), also in the
+//                 relaxed-SIMD build: Node 20's V8 returns twice the specified sum for
+//                 i32x4.relaxed_dot_i8x16_i7x16_add_s (measured: -3796 for -1898), and a result
+//                 that depends on the engine has no place in a dot product we document as exact.
 //   NEON          smull/smlal2 + sadalp (sdot where the compiler targets dotprod)
 // Each partial-sum vector is converted to float and accumulated with the block's scale product; a
 // key's blocks are loaded once for all the rows of a register block, and several (row, key) pairs
@@ -93,6 +95,12 @@ struct DequantThroughMemory {
     for (int i = 0; i < 16; ++i) { f[i] = float((p[i] & 15) - 8); f[i + 16] = float((p[i] >> 4) - 8); }
     for (int c = 0; c < 16 / S::W; ++c) { lo[c] = S::load(f + c * S::W); hi[c] = S::load(f + 16 + c * S::W); }
   }
+  // One half of a q4 block (0: elements 0-15, 1: elements 16-31).
+  static void q4_half(const uint8_t* p, int half, V* out) {
+    V other[16 / S::W];
+    if (half == 0) q4(p, out, other);
+    else q4(p, other, out);
+  }
 };
 
 // The scalar definitions (the scalar target, and the meaning of every vector version).
@@ -162,6 +170,11 @@ struct DequantAvx2 {
       }
     }
   }
+  static void q4_half(const uint8_t* p, int half, V* out) {
+    V other[16 / S::W];
+    if (half == 0) q4(p, out, other);
+    else q4(p, other, out);
+  }
 };
 #endif
 
@@ -183,6 +196,12 @@ struct DequantWasm {
     // Nibble - 8 as signed bytes, then widened like q8.
     widen(wasm_i8x16_sub(wasm_v128_and(b, wasm_i8x16_splat(15)), eight), lo);
     widen(wasm_i8x16_sub(wasm_u8x16_shr(b, 4), eight), hi);
+  }
+  // Only the half a 16-column pass needs (SIMD128 passes are 16 columns wide).
+  static void q4_half(const uint8_t* p, int half, V* out) {
+    const v128_t b = wasm_v128_load(p);
+    const v128_t n = half == 0 ? wasm_v128_and(b, wasm_i8x16_splat(15)) : wasm_u8x16_shr(b, 4);
+    widen(wasm_i8x16_sub(n, wasm_i8x16_splat(8)), out);
   }
 };
 #endif
@@ -284,78 +303,70 @@ struct QuantDot
   }
 
 #elif defined(__wasm_simd128__) || defined(__SSE2__) || defined(__ARM_NEON)
-  // ------------------------------------------------ 128-bit: SIMD128, relaxed SIMD, SSE2, NEON
+  // ------------------------------------------------ 128-bit: SIMD128 (relaxed build too), SSE2, NEON
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
-#if defined(__wasm_simd128__) && defined(__wasm_relaxed_simd__)
-  using Row = QueryRow<int8_t>;
-  static constexpr const char* kName = "i32x4.relaxed_dot_i8x16_i7x16_add_s";
-  using IV = v128_t;
-  static IV bias(const int32_t* p) { return wasm_v128_load(p); }
-  // Σ q k = Σ (q * sign(k)) |k|: |k| <= 127 fits the 7-bit operand.
-  static v128_t signed_dot(v128_t q, v128_t k, v128_t acc) {
-    const v128_t neg = wasm_i8x16_lt(k, wasm_i8x16_splat(0));
-    return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_v128_bitselect(wasm_i8x16_neg(q), q, neg), wasm_i8x16_abs(k), acc);
-  }
-  static IV block_q8(const int8_t* q, const uint8_t* k, IV acc) {
-    acc = signed_dot(wasm_v128_load(q), wasm_v128_load(k), acc);
-    return signed_dot(wasm_v128_load(q + 16), wasm_v128_load(k + 16), acc);
-  }
-  static IV block_q4(const int8_t* q, const uint8_t* k, IV acc) {
-    const v128_t x = wasm_v128_load(k);
-    acc = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_v128_load(q), wasm_v128_and(x, wasm_i8x16_splat(15)), acc);
-    return wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_v128_load(q + 16), wasm_u8x16_shr(x, 4), acc);
-  }
-  static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
-#elif defined(__wasm_simd128__)
+  // A key block is prepared once (widened, or |k| and its signs) and used by every row.
+#if defined(__wasm_simd128__)
   using Row = QueryRow<int16_t>;
   static constexpr const char* kName = "i32x4.dot_i16x8_s";
   using IV = v128_t;
+  struct KBlock { v128_t w[4]; };  // the 32 values as int16
   static IV bias(const int32_t* p) { return wasm_v128_load(p); }
-  static IV block_q8(const int16_t* q, const uint8_t* k, IV acc) {
+  static KBlock prep_q8(const uint8_t* k) {
+    KBlock b;
     for (int h = 0; h < 2; ++h) {
       const v128_t x = wasm_v128_load(k + 16 * h);
-      acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 16 * h), wasm_i16x8_extend_low_i8x16(x)));
-      acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 16 * h + 8), wasm_i16x8_extend_high_i8x16(x)));
+      b.w[2 * h] = wasm_i16x8_extend_low_i8x16(x);
+      b.w[2 * h + 1] = wasm_i16x8_extend_high_i8x16(x);
     }
-    return acc;
+    return b;
   }
-  static IV block_q4(const int16_t* q, const uint8_t* k, IV acc) {
+  static KBlock prep_q4(const uint8_t* k) {
     const v128_t x = wasm_v128_load(k);
     const v128_t lo = wasm_v128_and(x, wasm_i8x16_splat(15)), hi = wasm_u8x16_shr(x, 4);
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q), wasm_u16x8_extend_low_u8x16(lo)));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 8), wasm_u16x8_extend_high_u8x16(lo)));
-    acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 16), wasm_u16x8_extend_low_u8x16(hi)));
-    return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 24), wasm_u16x8_extend_high_u8x16(hi)));
+    return {{wasm_u16x8_extend_low_u8x16(lo), wasm_u16x8_extend_high_u8x16(lo), wasm_u16x8_extend_low_u8x16(hi),
+             wasm_u16x8_extend_high_u8x16(hi)}};
   }
+  static IV apply(const int16_t* q, const KBlock& b, IV acc) {
+    for (int i = 0; i < 4; ++i) acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 8 * i), b.w[i]));
+    return acc;
+  }
+  static IV apply_q8(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
+  static IV apply_q4(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
 #elif defined(__SSE2__)
   using Row = QueryRow<int16_t>;
   static constexpr const char* kName = "pmaddwd";
   using IV = __m128i;
+  struct KBlock { __m128i w[4]; };  // the 32 values as int16
   static __m128i load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
   static IV bias(const int32_t* p) { return load(p); }
-  static IV block_q8(const int16_t* q, const uint8_t* k, IV acc) {
+  static KBlock prep_q8(const uint8_t* k) {
+    KBlock b;
     for (int h = 0; h < 2; ++h) {
       const __m128i x = load(k + 16 * h);
-      const __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8), hi = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
-      acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q + 16 * h), lo));
-      acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q + 16 * h + 8), hi));
+      b.w[2 * h] = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8);
+      b.w[2 * h + 1] = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
     }
-    return acc;
+    return b;
   }
-  static IV block_q4(const int16_t* q, const uint8_t* k, IV acc) {
+  static KBlock prep_q4(const uint8_t* k) {
     const __m128i x = load(k), m = _mm_set1_epi8(15), z = _mm_setzero_si128();
     const __m128i lo = _mm_and_si128(x, m), hi = _mm_and_si128(_mm_srli_epi16(x, 4), m);
-    acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q), _mm_unpacklo_epi8(lo, z)));
-    acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q + 8), _mm_unpackhi_epi8(lo, z)));
-    acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q + 16), _mm_unpacklo_epi8(hi, z)));
-    return _mm_add_epi32(acc, _mm_madd_epi16(load(q + 24), _mm_unpackhi_epi8(hi, z)));
+    return {{_mm_unpacklo_epi8(lo, z), _mm_unpackhi_epi8(lo, z), _mm_unpacklo_epi8(hi, z), _mm_unpackhi_epi8(hi, z)}};
   }
+  static IV apply(const int16_t* q, const KBlock& b, IV acc) {
+    for (int i = 0; i < 4; ++i) acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q + 8 * i), b.w[i]));
+    return acc;
+  }
+  static IV apply_q8(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
+  static IV apply_q4(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(_mm_cvtepi32_ps(x)); }
 #else
   using Row = QueryRow<int8_t>;
   using IV = int32x4_t;
+  struct KBlock { int8x16_t v[2]; };
   static IV bias(const int32_t* p) { return vld1q_s32(p); }
 #if defined(__ARM_FEATURE_DOTPROD)
   static constexpr const char* kName = "sdot";
@@ -368,15 +379,19 @@ struct QuantDot
     return vpadalq_s16(acc, p);
   }
 #endif
-  static IV block_q8(const int8_t* q, const uint8_t* k, IV acc) {
-    acc = dot16(acc, vld1q_s8(q), vreinterpretq_s8_u8(vld1q_u8(k)));
-    return dot16(acc, vld1q_s8(q + 16), vreinterpretq_s8_u8(vld1q_u8(k + 16)));
+  static KBlock prep_q8(const uint8_t* k) {
+    return {{vreinterpretq_s8_u8(vld1q_u8(k)), vreinterpretq_s8_u8(vld1q_u8(k + 16))}};
   }
-  static IV block_q4(const int8_t* q, const uint8_t* k, IV acc) {
+  static KBlock prep_q4(const uint8_t* k) {
     const uint8x16_t x = vld1q_u8(k);
-    acc = dot16(acc, vld1q_s8(q), vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(15))));
-    return dot16(acc, vld1q_s8(q + 16), vreinterpretq_s8_u8(vshrq_n_u8(x, 4)));
+    return {{vreinterpretq_s8_u8(vandq_u8(x, vdupq_n_u8(15))), vreinterpretq_s8_u8(vshrq_n_u8(x, 4))}};
   }
+  static IV apply(const int8_t* q, const KBlock& b, IV acc) {
+    acc = dot16(acc, vld1q_s8(q), b.v[0]);
+    return dot16(acc, vld1q_s8(q + 16), b.v[1]);
+  }
+  static IV apply_q8(const int8_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
+  static IV apply_q4(const int8_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(vcvtq_f32_s32(x)); }
 #endif
   static constexpr int32_t kQ8Offset = 0;
@@ -386,11 +401,11 @@ struct QuantDot
     FV acc[RB];  // in registers for the whole row (the caller's array would round-trip memory)
     for (int r = 0; r < RB; ++r) acc[r] = out[r * stride];
     for (int64_t blk = 0; blk < nb; ++blk) {
-      const uint8_t* kb = k + blk * (Q4 ? 16 : 32);
+      const KBlock kb = Q4 ? prep_q4(k + blk * 16) : prep_q8(k + blk * 32);
       const float kd = kscales[blk];
       for (int r = 0; r < RB; ++r) {
         const IV b = bias((Q4 ? q[r]->bias4 : q[r]->bias8) + blk * 8);
-        const IV sums = Q4 ? block_q4(q[r]->q + blk * 32, kb, b) : block_q8(q[r]->q + blk * 32, kb, b);
+        const IV sums = Q4 ? apply_q4(q[r]->q + blk * 32, kb, b) : apply_q8(q[r]->q + blk * 32, kb, b);
         acc[r] = FS::fma(to_float(sums), FS::splat(q[r]->d[blk] * kd), acc[r]);
       }
     }
