@@ -242,15 +242,32 @@ export function integer(x, name, what = 'must be') {
   return Math.min(x, 2 ** 31);
 }
 
+/**
+ * A window [left, right] of integers >= -1 (-1 = unbounded side): an Array or typed array of two.
+ * Its range is checked here, not only by the library: the mask helpers have no library behind
+ * them, and a cache with a window (a ring) replaces the caller's window with its own rule before
+ * the library validates it.
+ */
+export function windowOf(w) {
+  const e = entries(w, 2, 'window');
+  if (!e || e.length !== 2) throw new MaskAttnTypeError('window', `must be [left, right] (-1 = unbounded), given ${describe(w)}`);
+  return e.values.map((x, i) => {
+    const side = i === 0 ? 'left' : 'right';
+    const n = integer(x, 'window', `${side} must be`);
+    if (n < -1) throw new MaskAttnRangeError('window', `${side} must be an integer >= -1 (-1 = unbounded), given ${x}`);
+    return n;
+  });
+}
+
 const FLOAT_MAX = 3.4028234663852886e38;
 const FLOAT_MIN_NORMAL = 2 ** -126;
 
 // A number for a float field of the library. The crossing rounds it to float32, which loses what
 // the caller gave where float32 cannot hold it: an infinite or NaN value, one beyond float32's range
-// and, with `normal`, a nonzero one that would be subnormal or 0 in float32 (the library could only
+// and, when `normal` is true, a nonzero one that would be subnormal or 0 in float32 (the library could only
 // name the rounded value). Everything else (sign, what it must be relative to other options) is
 // the library's to check.
-export function float32(x, name, { normal = false } = {}) {
+export function float32(x, name, normal = false) {
   if (typeof x !== 'number') throw new MaskAttnTypeError(name, `must be a number, given ${describe(x)}`);
   const f = Math.abs(Math.fround(x));
   if (!Number.isFinite(f))
