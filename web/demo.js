@@ -1,8 +1,9 @@
 // The maskattn demo page: tokens -> Q, K, V -> maskattn (WebAssembly) -> heatmaps.
 // The effective mask, the weights and the output all come from the library; the fully-masked-row
 // lesson puts maskattn next to naive JavaScript; the speed panel times the builds. This file draws
-// the main panels (mask, weights, output, the call as code, the table) and wires the page; the
-// controls are controls.js's, the call's options options.js's, the lesson panels lesson-panels.js's.
+// the main panels (mask, weights, output) and wires the page; the controls are controls.js's, the
+// call's options options.js's, the call as code and the weights table call-panels.js's, the lesson
+// panels lesson-panels.js's.
 
 import { init, simdSupported } from '../js/index.js';
 import { buildProblem, parseSentences, alibiSlopes, rng } from './embedding.js';
@@ -11,6 +12,7 @@ import { blockingRules, diagonal } from './rules.js';
 import { $, el, toJson, readState, ranges, quoted, fillSelect } from './controls.js';
 import { segmentsOf, customFor, resetCustom, maskOptions, rulesContext, logitOf } from './options.js';
 import { buildLessonPanels, renderLessons } from './lesson-panels.js';
+import { renderCall, renderTable } from './call-panels.js';
 import { setupPerf } from './perf.js';
 import { setupDecode } from './decode.js';
 
@@ -189,7 +191,7 @@ function render() {
     (empty.length ? ` ${empty.length > 1 ? 'Rows' : 'Row'} ${ranges(empty)} of this sentence ${empty.length > 1 ? 'have' : 'has'} no key to attend (policy '${st.policy}').` : '') +
     (mismatches ? ` Warning: ${mismatches} cells differ from the page's rule explanation.` : '');
 
-  renderCall(st, P, options);
+  renderCall(ma, st, P, options);
   renderTable(P, b, h, W, (i, j) => maskAt(b, i, j), rowLabels, colLabels);
 
   const view = {
@@ -211,71 +213,6 @@ function render() {
   demo.renders += 1;
   document.body.dataset.renders = String(demo.renders);
   perfUi?.refreshLabel();
-}
-
-function renderCall(st, P, options) {
-  const shown = { ...options };
-  if (shown.segments) shown.segments = { query: `[${shown.segments.query.join(', ')}]`, key: `[${shown.segments.key.join(', ')}]` };
-  if (shown.allowed) shown.allowed = `{ data: Uint8Array(${shown.allowed.data.length}), shape: [${shown.allowed.shape.join(', ')}] }`;
-  if (st.alibi) shown.alibiSlopes = alibiSlopes(P.H);
-  if (st.softcap > 0) shown.softcap = st.softcap;
-  shown.fullyMasked = st.policy;
-  shown.returnWeights = true;
-  const lines = Object.entries(shown).map(([key, value]) => {
-    let text;
-    if (Array.isArray(value)) text = `[${value.map((x) => (typeof x === 'number' ? full(x) : x)).join(', ')}]`;
-    else if (value && typeof value === 'object') text = `{ ${Object.entries(value).map(([k, v]) => `${k}: ${v}`).join(', ')} }`;
-    else text = typeof value === 'string' && !value.startsWith('{') ? `'${value}'` : String(value);
-    return `  ${key}: ${text},`;
-  });
-  el.call.textContent = `import { init } from '/js/index.js';
-const ma = await init();   // ${ma.backend.arch}, ${ma.backend.lanes} lane(s), maskattn ${ma.backend.version}
-const q = { data: Q, shape: [${P.B}, ${P.H}, ${P.Lq}, ${P.D}] };   // [B, Hq, Lq, D]
-const k = { data: K, shape: [${P.B}, ${P.H}, ${P.Lk}, ${P.D}] };   // [B, Hkv, Lk, D]
-const v = { data: V, shape: [${P.B}, ${P.H}, ${P.Lk}, ${P.D}] };   // [B, Hkv, Lk, Dv]
-const { output, weights } = ma.attention(q, k, v, {
-${lines.join('\n')}
-});`;
-}
-
-function renderTable(P, b, h, W, allowed, rowLabels, colLabels) {
-  const details = $('table-details');
-  if (!details.open) {
-    el.weightsTable.replaceChildren();
-    return;
-  }
-  const table = document.createElement('table');
-  table.className = 'weights-table';
-  const caption = document.createElement('caption');
-  caption.textContent = `Weights of sentence ${b + 1}, head ${h + 1}: rows are queries, columns keys; “masked” cells are never read.`;
-  table.append(caption);
-  const head = document.createElement('tr');
-  head.append(document.createElement('td'));
-  colLabels.forEach((t, j) => {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = `${j}: ${t}`;
-    head.append(th);
-  });
-  table.append(head);
-  for (let i = 0; i < P.Lq; i++) {
-    const tr = document.createElement('tr');
-    const th = document.createElement('th');
-    th.scope = 'row';
-    th.textContent = `${i}: ${rowLabels[i]}`;
-    tr.append(th);
-    for (let j = 0; j < P.Lk; j++) {
-      const td = document.createElement('td');
-      const w = W(i, j);
-      if (!allowed(i, j) && w === 0) {
-        td.textContent = 'masked';
-        td.className = 'masked';
-      } else td.textContent = full(w);
-      tr.append(td);
-    }
-    table.append(tr);
-  }
-  el.weightsTable.replaceChildren(table);
 }
 
 // ------------------------------------------------------------------------------------------ wiring
