@@ -8,38 +8,33 @@
 // helpers when a dense mask is what the surrounding code passes around, to combine a rule with
 // something custom, or to convert PyTorch-style masks. Mirrors C++ maskattn/masks.hpp.
 //
-// Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`), from ./errors.js.
-import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
+// Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`), from ./errors.js;
+// arguments are read with the API's readers (./read.js), so a helper takes what attention() takes.
+import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind } from './errors.js';
+import { choice, count, dataOf, entries, isArray, ownFields, prop, shapeOf, windowOf } from './read.js';
 
 // The helpers build plain JavaScript arrays and keep no copy of the library's limits (sequence
 // length, bytes per buffer): attention() checks a mask against them (MaskAttn.limits); here only
 // what JavaScript itself can allocate bounds a mask.
-const ALIGNS = new Set(['bottom-right', 'top-left']);
-
-function length(x, name) {
-  if (typeof x !== 'number') throw new MaskAttnTypeError(name, `must be a number, given ${describe(x)}`);
-  if (!Number.isSafeInteger(x) || x < 0) throw new MaskAttnRangeError(name, `must be a non-negative integer, given ${x}`);
-  return x;
-}
+const ALIGNS = new Map([['bottom-right', 'bottom-right'], ['top-left', 'top-left']]);
+const ALIGN_OPTIONS = new Set(['align']);
 
 function alignOf(options) {
   if (options === undefined) return 'bottom-right';
-  if (options === null || typeof options !== 'object') throw new MaskAttnTypeError('options', `must be an object such as { align: 'top-left' }, given ${describe(options)}`);
-  for (const key of Object.keys(options))
-    if (key !== 'align') throw new MaskAttnTypeError('options', `unknown option '${key}' (known: align)`);
-  const align = (Object.hasOwn(options, 'align') ? options.align : undefined) ?? 'bottom-right';  // own: never inherited
-  if (!ALIGNS.has(align)) throw new MaskAttnTypeError('align', `must be 'bottom-right' or 'top-left', given ${describe(align)}`);
-  return align;
+  const opts = ownFields(options, 'options', ALIGN_OPTIONS, "an object such as { align: 'top-left' }");
+  return choice(opts.align ?? 'bottom-right', 'align', ALIGNS);
 }
 
+// An Int32Array, or an array of integers (each entry named in errors, as lengths[i]).
 function integers(x, name) {
-  if (x instanceof Int32Array) return x;
-  if (!Array.isArray(x)) throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
-  x.forEach((e, i) => {
-    if (typeof e !== 'number') throw new MaskAttnTypeError(`${name}[${i}]`, `must be an integer, given ${describe(e)}`);
-    if (!Number.isInteger(e)) throw new MaskAttnRangeError(`${name}[${i}]`, `must be an integer, given ${e}`);
+  if (typedKind(x) === 'Int32Array') return x;
+  const e = isArray(x, name) ? entries(x, Number.MAX_SAFE_INTEGER, name) : null;
+  if (!e) throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
+  e.values.forEach((v, i) => {
+    if (typeof v !== 'number') throw new MaskAttnTypeError(`${name}[${i}]`, `must be an integer, given ${describe(v)}`);
+    if (!Number.isInteger(v)) throw new MaskAttnRangeError(`${name}[${i}]`, `must be an integer, given ${v}`);
   });
-  return x;
+  return e.values;
 }
 
 // A typed array of n elements; a size JavaScript cannot allocate is a RangeError naming `name`.
@@ -51,20 +46,16 @@ function allocate(Type, n, name) {
   }
 }
 
-// A tensor { data, shape | dims } whose data is one of `types`; returns its dims.
-function tensor(t, name, types) {
-  if (t === null || typeof t !== 'object') throw new MaskAttnTypeError(name, `must be a tensor { data, shape }, given ${describe(t)}`);
-  const shape = t.shape ?? t.dims;
-  if (!Array.isArray(shape) && !ArrayBuffer.isView(shape)) throw new MaskAttnTypeError(`${name}.shape`, `must be an array of dimensions, given ${describe(shape)}`);
-  const dims = Array.from(shape, Number);
-  dims.forEach((d, i) => {
-    if (!Number.isInteger(d) || d < 0) throw new MaskAttnRangeError(`${name}.shape`, `dimension ${i} must be a non-negative integer, given ${shape[i]}`);
-  });
-  if (!types.some((T) => t.data instanceof T))
-    throw new MaskAttnTypeError(`${name}.data`, `must be a ${types.map((T) => T.name).join(' or ')}, given ${describe(t.data)}`);
+// A mask tensor { data, shape | dims }: its dims and its entries, each read once. Data: a
+// Uint8Array, or where `array` is true also an Array.
+function tensor(t, name, array = false) {
+  const dims = shapeOf(t, name);
   const n = dims.reduce((a, b) => a * b, 1);
-  if (t.data.length !== n) throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${t.data.length}`);
-  return dims;
+  const data = array ? prop(t, 'data', `${name}.data`) : undefined;
+  if (!array || !isArray(data, `${name}.data`)) return { dims, values: dataOf(t, name, dims, ['Uint8Array'], null, null).array };
+  const e = entries(data, n, `${name}.data`);
+  if (e.length !== n) throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${e.length}`);
+  return { dims, values: e.values };
 }
 
 // The diagonal of query row i with no lengths (docs/semantics.md d(i)).
@@ -75,8 +66,8 @@ const diagonal = (i, Lq, Lk, align) => (align === 'top-left' ? i : i + (Lk - Lq)
  * i (top-left, PyTorch is_causal). Same attention as `{ causal: true, align }` (without lengths).
  */
 export function createCausalMask(Lq, Lk, options) {
-  length(Lq, 'Lq');
-  length(Lk, 'Lk');
+  count(Lq, 'Lq');
+  count(Lk, 'Lk');
   const align = alignOf(options);
   const data = allocate(Uint8Array, Lq * Lk, 'Lq');
   for (let i = 0; i < Lq; ++i) {
@@ -92,7 +83,7 @@ export function createCausalMask(Lq, Lk, options) {
  */
 export function createPaddingMask(lengths, L) {
   const lens = integers(lengths, 'lengths');
-  length(L, 'L');
+  count(L, 'L');
   lens.forEach((n, b) => {
     if (n < 0 || n > L) throw new MaskAttnRangeError(`lengths[${b}]`, `must be in [0, L = ${L}], given ${n}`);
   });
@@ -108,15 +99,9 @@ export function createPaddingMask(lengths, L) {
  * `{ window: [left, right], align }`.
  */
 export function createWindowMask(Lq, Lk, window, options) {
-  length(Lq, 'Lq');
-  length(Lk, 'Lk');
-  if ((!Array.isArray(window) && !ArrayBuffer.isView(window)) || window.length !== 2)
-    throw new MaskAttnTypeError('window', `must be [left, right] (-1 = unbounded), given ${describe(window)}`);
-  const [left, right] = Array.from(window);
-  for (const [side, x] of [['left', left], ['right', right]]) {
-    if (typeof x !== 'number') throw new MaskAttnTypeError('window', `${side} must be a number, given ${describe(x)}`);
-    if (!Number.isInteger(x) || x < -1) throw new MaskAttnRangeError('window', `${side} must be an integer >= -1 (-1 = unbounded), given ${x}`);
-  }
+  count(Lq, 'Lq');
+  count(Lk, 'Lk');
+  const [left, right] = windowOf(window);
   const align = alignOf(options);
   const data = allocate(Uint8Array, Lq * Lk, 'Lq');
   for (let i = 0; i < Lq; ++i) {
@@ -136,7 +121,7 @@ export function createWindowMask(Lq, Lk, window, options) {
  */
 export function segmentsFromLengths(lengths, L) {
   const lens = integers(lengths, 'lengths');
-  length(L, 'L');
+  count(L, 'L');
   let total = 0;
   lens.forEach((n, i) => {
     if (n < 0) throw new MaskAttnRangeError(`lengths[${i}]`, `must be >= 0, given ${n}`);
@@ -160,8 +145,7 @@ export function segmentsFromLengths(lengths, L) {
  * booleans / numbers.
  */
 export function fromKeyPaddingMask(keyPaddingMask) {
-  const dims = tensor(keyPaddingMask, 'keyPaddingMask', [Uint8Array, Array]);
-  const src = keyPaddingMask.data;
+  const { dims, values: src } = tensor(keyPaddingMask, 'keyPaddingMask', true);
   const data = allocate(Uint8Array, src.length, 'keyPaddingMask');
   for (let i = 0; i < src.length; ++i) {
     const x = src[i];
@@ -178,8 +162,8 @@ export function fromKeyPaddingMask(keyPaddingMask) {
  * not. Passed as `bias` it gives the same attention as the mask passed as `allowed`.
  */
 export function toAdditiveMask(allowed) {
-  const dims = tensor(allowed, 'allowed', [Uint8Array]);
-  const data = allocate(Float32Array, allowed.data.length, 'allowed');
-  for (let i = 0; i < data.length; ++i) data[i] = allowed.data[i] ? 0 : -Infinity;
+  const { dims, values } = tensor(allowed, 'allowed');
+  const data = allocate(Float32Array, values.length, 'allowed');
+  for (let i = 0; i < data.length; ++i) data[i] = values[i] ? 0 : -Infinity;
   return { data, shape: dims };
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the WebAssembly modules the npm package ships into dist/ (js/index.js picks one at run time):
+# Builds the WebAssembly modules the npm package ships into dist/ (js/load.js picks one at run time):
 #   maskattn-scalar                 engines without SIMD128
 #   maskattn-simd                   SIMD128
 #   maskattn-simd-relaxed           SIMD128 + relaxed SIMD (fused multiply-add), clang-19 + npm binaryen
@@ -30,7 +30,7 @@ for build in $builds; do
   echo "==> $name"
   emcmake cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${flags[@]}" >/dev/null
   # The pthreads + memory-growth warning is expected: the glue's own heap accesses check for
-  # growth; js/index.js re-reads the memory's buffer itself.
+  # growth; js/load.js (trackSharedMemory) makes the HEAP views follow the memory.
   cmake --build "$dir" -j2 --target "${targets[@]}" 2>&1 | { grep -v -e 'USE_PTHREADS + ALLOW_MEMORY_GROWTH' -e '^\[' || true; }
   out=$dir/bindings
   install -m 644 "$out/$name.mjs" "$out/$name.wasm" dist/

@@ -1,12 +1,18 @@
 // The maskattn demo page: tokens -> Q, K, V -> maskattn (WebAssembly) -> heatmaps.
 // The effective mask, the weights and the output all come from the library; the fully-masked-row
-// lesson puts maskattn next to naive JavaScript; the speed panel times the builds.
+// lesson puts maskattn next to naive JavaScript; the speed panel times the builds. This file draws
+// the main panels (mask, weights, output) and wires the page; the controls are controls.js's, the
+// call's options options.js's, the call as code and the weights table call-panels.js's, the lesson
+// panels lesson-panels.js's.
 
 import { init, simdSupported } from '../js/index.js';
-import { buildProblem, parseSentences, segmentIds, alibiSlopes, PAD, rng } from './embedding.js';
+import { buildProblem, parseSentences, alibiSlopes, rng } from './embedding.js';
 import { Heatmap, COLORS, weightColor, divergingColor, short, full } from './heatmap.js';
 import { blockingRules, diagonal } from './rules.js';
-import { LESSONS, naiveVariants, rowSums } from './lessons.js';
+import { $, el, toJson, readState, ranges, quoted, fillSelect } from './controls.js';
+import { segmentsOf, customFor, resetCustom, maskOptions, rulesContext, logitOf } from './options.js';
+import { buildLessonPanels, renderLessons } from './lesson-panels.js';
+import { renderCall, renderTable } from './call-panels.js';
 import { setupPerf } from './perf.js';
 import { setupDecode } from './decode.js';
 
@@ -16,119 +22,12 @@ const EXAMPLES = {
   packed: 'The cat sat . A dog ran far .',
 };
 
-const $ = (id) => document.getElementById(id);
-const el = {
-  build: $('build'), backend: $('backend'), example: $('example'), sentences: $('sentences'),
-  mode: $('qkv-mode'), seed: $('seed'), reseed: $('reseed'), heads: $('heads'), headDim: $('head-dim'),
-  queriesAll: $('queries-all'), queriesDecode: $('queries-decode'), decodeN: $('decode-n'),
-  causal: $('causal'), align: $('align'), keyPadding: $('key-padding'), queryPadding: $('query-padding'),
-  window: $('window'), windowLeft: $('window-left'), windowRight: $('window-right'), prefix: $('prefix'),
-  segments: $('segments'), segmentsInfo: $('segments-info'), alibi: $('alibi'), alibiInfo: $('alibi-info'),
-  softcap: $('softcap'), softcapValue: $('softcap-value'), custom: $('custom'), customReset: $('custom-reset'),
-  policy: $('policy'), sentencePick: $('sentence-pick'), headPick: $('head-pick'), status: $('status'),
-  error: $('error'), call: $('call'), weightsTable: $('weights-table'), weightsJson: $('weights-json'),
-  lessonRow: $('lesson-row'), lessons: $('lessons'), lessonsJson: $('lessons-json'),
-};
-
 // State exposed for tests and the curious: window.__maskattnDemo.
 const demo = (window.__maskattnDemo = { ready: false, renders: 0, errors: [] });
 
 let ma = null;              // the MaskAttn instance used for the pictures
 let problem = null;         // the current Q, K, V and tokens
-let custom = null;          // { key, data: Uint8Array [B, 1, Lq, Lk] }
 let lastResult = null;
-
-// ------------------------------------------------------------------------------------------ numbers
-
-/** JSON with NaN and infinities kept (as strings), typed arrays as arrays. */
-function toJson(x) {
-  return JSON.stringify(x, (_, v) => {
-    if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
-    if (ArrayBuffer.isView(v)) return Array.from(v, (n) => (Number.isFinite(n) ? n : String(n)));
-    return v;
-  });
-}
-
-function intValue(input, fallback, min, max) {
-  const n = Number.parseInt(input.value, 10);
-  if (!Number.isFinite(n)) return fallback;
-  return Math.max(min, Math.min(max, n));
-}
-
-function readState() {
-  return {
-    text: el.sentences.value,
-    mode: el.mode.value,
-    seed: intValue(el.seed, 42, 0, 4294967295),
-    heads: Number(el.heads.value),
-    headDim: Number(el.headDim.value),
-    decode: el.queriesDecode.checked ? intValue(el.decodeN, 1, 1, 64) : 0,
-    causal: el.causal.checked,
-    align: el.align.value,
-    keyPadding: el.keyPadding.checked,
-    queryPadding: el.queryPadding.checked,
-    window: el.window.checked ? [intValue(el.windowLeft, -1, -1, 1024), intValue(el.windowRight, -1, -1, 1024)] : null,
-    prefix: intValue(el.prefix, 0, 0, 1024),
-    segments: el.segments.checked,
-    alibi: el.alibi.checked,
-    softcap: el.softcap.checked ? Math.max(0.01, Number(el.softcapValue.value) || 1) : 0,
-    custom: el.custom.checked,
-    policy: el.policy.value,
-  };
-}
-
-// ------------------------------------------------------------------------------------------ the problem
-
-function segmentsOf(P) {
-  const k = P.keyTokens.map((row, b) => {
-    const ids = segmentIds(row.slice(0, P.lengths[b]));
-    return row.map((_, j) => (j < P.lengths[b] ? ids[j] : -1));
-  });
-  const q = P.queryPos.map((row, b) => row.map((pos) => (pos < P.lengths[b] ? k[b][pos] : -1)));
-  return { q, k };
-}
-
-function customFor(P) {
-  const key = `${P.B}x${P.Lq}x${P.Lk}`;
-  if (!custom || custom.key !== key) custom = { key, data: new Uint8Array(P.B * P.Lq * P.Lk).fill(1) };
-  return custom.data;
-}
-
-/** The options passed to ma.attention, from the controls. */
-function maskOptions(st, P, seg) {
-  const o = {};
-  if (st.causal) o.causal = true;
-  o.align = st.align;
-  if (st.keyPadding) o.keyLengths = P.lengths;
-  if (st.queryPadding) o.queryLengths = P.qLengths;
-  if (st.window) o.window = st.window;
-  if (st.prefix > 0) o.prefix = st.prefix;
-  if (st.segments) o.segments = { query: seg.q.flat(), key: seg.k.flat() };
-  if (st.custom) o.allowed = { data: customFor(P), shape: [P.B, 1, P.Lq, P.Lk] };
-  return o;
-}
-
-function rulesContext(st, P, seg) {
-  return {
-    Lq: P.Lq, Lk: P.Lk, causal: st.causal, align: st.align,
-    keyLengths: st.keyPadding ? P.lengths : null, queryLengths: st.queryPadding ? P.qLengths : null,
-    window: st.window, prefix: st.prefix, segQ: st.segments ? seg.q : null, segK: st.segments ? seg.k : null,
-    allowed: st.custom ? customFor(P) : null,
-  };
-}
-
-/** The pre-mask logit of (b, h, i, j), as the library forms it: q·k·scale -> softcap -> + ALiBi. */
-function logitOf(st, P, ctx, slopes, b, h, i, j) {
-  const { D, H, Lq, Lk } = P;
-  const qo = ((b * H + h) * Lq + i) * D;
-  const ko = ((b * H + h) * Lk + j) * D;
-  let s = 0;
-  for (let d = 0; d < D; d++) s += P.q[qo + d] * P.k[ko + d];
-  s *= D > 0 ? 1 / Math.sqrt(D) : 1;
-  if (st.softcap > 0) s = st.softcap * Math.tanh(s / st.softcap);
-  if (st.alibi) s += -slopes[h] * Math.abs(diagonal(ctx, b, i) - j);
-  return s;
-}
 
 // ------------------------------------------------------------------------------------------ heatmaps
 
@@ -158,36 +57,9 @@ function toggleCustom(i, j) {
   render();
 }
 
-/** [2, 3, 4, 7] -> '2–4, 7'. */
-function ranges(list) {
-  const parts = [];
-  for (let n = 0; n < list.length; n++) {
-    let m = n;
-    while (m + 1 < list.length && list[m + 1] === list[m] + 1) m++;
-    parts.push(m > n ? `${list[n]}–${list[m]}` : String(list[n]));
-    n = m;
-  }
-  return parts.join(', ');
-}
-
-function quoted(t) {
-  return t === PAD ? PAD : `“${t}”`;
-}
 
 // ------------------------------------------------------------------------------------------ render
 
-function fillSelect(select, values, labels, fallback = values[0]) {
-  const keep = select.value;
-  if (select.options.length !== values.length || [...select.options].some((o, n) => o.textContent !== labels[n])) {
-    select.replaceChildren(...values.map((v, n) => {
-      const o = document.createElement('option');
-      o.value = String(v);
-      o.textContent = labels[n];
-      return o;
-    }));
-  }
-  select.value = values.map(String).includes(keep) ? keep : String(fallback);
-}
 
 function showError(error) {
   el.error.hidden = false;
@@ -319,7 +191,7 @@ function render() {
     (empty.length ? ` ${empty.length > 1 ? 'Rows' : 'Row'} ${ranges(empty)} of this sentence ${empty.length > 1 ? 'have' : 'has'} no key to attend (policy '${st.policy}').` : '') +
     (mismatches ? ` Warning: ${mismatches} cells differ from the page's rule explanation.` : '');
 
-  renderCall(st, P, options);
+  renderCall(ma, st, P, options);
   renderTable(P, b, h, W, (i, j) => maskAt(b, i, j), rowLabels, colLabels);
 
   const view = {
@@ -335,194 +207,12 @@ function render() {
   demo.heatmaps = { mask: maps.mask.geometry(), weights: maps.weights.geometry(), output: maps.output.geometry() };
   el.weightsJson.textContent = toJson(view);
 
-  renderLessons(st, P, ctx, slopes, b, h, (i, j) => maskAt(b, i, j), options);
+  demo.lessons = renderLessons(ma, st, P, ctx, slopes, b, h, (i, j) => maskAt(b, i, j), options);
+  el.lessonsJson.textContent = toJson(demo.lessons);
 
   demo.renders += 1;
   document.body.dataset.renders = String(demo.renders);
   perfUi?.refreshLabel();
-}
-
-function renderCall(st, P, options) {
-  const shown = { ...options };
-  if (shown.segments) shown.segments = { query: `[${shown.segments.query.join(', ')}]`, key: `[${shown.segments.key.join(', ')}]` };
-  if (shown.allowed) shown.allowed = `{ data: Uint8Array(${shown.allowed.data.length}), shape: [${shown.allowed.shape.join(', ')}] }`;
-  if (st.alibi) shown.alibiSlopes = alibiSlopes(P.H);
-  if (st.softcap > 0) shown.softcap = st.softcap;
-  shown.fullyMasked = st.policy;
-  shown.returnWeights = true;
-  const lines = Object.entries(shown).map(([key, value]) => {
-    let text;
-    if (Array.isArray(value)) text = `[${value.map((x) => (typeof x === 'number' ? full(x) : x)).join(', ')}]`;
-    else if (value && typeof value === 'object') text = `{ ${Object.entries(value).map(([k, v]) => `${k}: ${v}`).join(', ')} }`;
-    else text = typeof value === 'string' && !value.startsWith('{') ? `'${value}'` : String(value);
-    return `  ${key}: ${text},`;
-  });
-  el.call.textContent = `import { init } from '/js/index.js';
-const ma = await init();   // ${ma.backend.arch}, ${ma.backend.lanes} lane(s), maskattn ${ma.backend.version}
-const q = { data: Q, shape: [${P.B}, ${P.H}, ${P.Lq}, ${P.D}] };   // [B, Hq, Lq, D]
-const k = { data: K, shape: [${P.B}, ${P.H}, ${P.Lk}, ${P.D}] };   // [B, Hkv, Lk, D]
-const v = { data: V, shape: [${P.B}, ${P.H}, ${P.Lk}, ${P.D}] };   // [B, Hkv, Lk, Dv]
-const { output, weights } = ma.attention(q, k, v, {
-${lines.join('\n')}
-});`;
-}
-
-function renderTable(P, b, h, W, allowed, rowLabels, colLabels) {
-  const details = $('table-details');
-  if (!details.open) {
-    el.weightsTable.replaceChildren();
-    return;
-  }
-  const table = document.createElement('table');
-  table.className = 'weights-table';
-  const caption = document.createElement('caption');
-  caption.textContent = `Weights of sentence ${b + 1}, head ${h + 1}: rows are queries, columns keys; “masked” cells are never read.`;
-  table.append(caption);
-  const head = document.createElement('tr');
-  head.append(document.createElement('td'));
-  colLabels.forEach((t, j) => {
-    const th = document.createElement('th');
-    th.scope = 'col';
-    th.textContent = `${j}: ${t}`;
-    head.append(th);
-  });
-  table.append(head);
-  for (let i = 0; i < P.Lq; i++) {
-    const tr = document.createElement('tr');
-    const th = document.createElement('th');
-    th.scope = 'row';
-    th.textContent = `${i}: ${rowLabels[i]}`;
-    tr.append(th);
-    for (let j = 0; j < P.Lk; j++) {
-      const td = document.createElement('td');
-      const w = W(i, j);
-      if (!allowed(i, j) && w === 0) {
-        td.textContent = 'masked';
-        td.className = 'masked';
-      } else td.textContent = full(w);
-      tr.append(td);
-    }
-    table.append(tr);
-  }
-  el.weightsTable.replaceChildren(table);
-}
-
-// ------------------------------------------------------------------------------------------ lesson
-
-const lessonMaps = {};
-function buildLessonPanels() {
-  for (const lesson of LESSONS) {
-    const article = document.createElement('article');
-    article.className = 'lesson';
-    article.dataset.lesson = lesson.id;
-    const h3 = document.createElement('h3');
-    h3.textContent = lesson.title;
-    const why = document.createElement('p');
-    why.className = 'why';
-    why.textContent = lesson.why;
-    const box = document.createElement('div');
-    box.className = 'map-box';
-    const scroll = document.createElement('div');
-    scroll.className = 'map-scroll';
-    const canvas = document.createElement('canvas');
-    canvas.tabIndex = 0;
-    canvas.setAttribute('role', 'img');
-    canvas.setAttribute('aria-label', `${lesson.title}: weights heatmap with a row-sum column. Arrow keys move between cells.`);
-    scroll.append(canvas);
-    const tip = document.createElement('div');
-    tip.className = 'tooltip';
-    tip.hidden = true;
-    box.append(scroll, tip);
-    const result = document.createElement('p');
-    result.className = 'row-result';
-    const readout = document.createElement('p');
-    readout.className = 'readout';
-    readout.setAttribute('aria-live', 'polite');
-    article.append(h3, why, box, result, readout);
-    el.lessons.append(article);
-    lessonMaps[lesson.id] = {
-      article, result,
-      map: new Heatmap(canvas, { tooltip: tip, readout, hint: 'Hover or tap a cell for its numbers.', maxCell: 34, minCell: 12 }),
-    };
-  }
-}
-
-function vec(a) {
-  return `[${Array.from(a, (x) => short(x, 2)).join(', ')}]`;
-}
-
-function renderLessons(st, P, ctx, slopes, b, h, allowed, options) {
-  const { Lq, Lk, D } = P;
-  const row = Number(el.lessonRow.value);
-  const mask = new Uint8Array(Lq * Lk);
-  for (let i = 0; i < Lq; i++) for (let j = 0; j < Lk; j++) mask[i * Lk + j] = i !== row && allowed(i, j) ? 1 : 0;
-  const slice = (data, L, i0) => data.subarray(((b * P.H + h) * L + i0) * D, ((b * P.H + h) * L + i0 + L) * D);
-  const q1 = slice(P.q, Lq, 0);
-  const k1 = slice(P.k, Lk, 0);
-  const v1 = slice(P.v, Lk, 0);
-
-  // maskattn: the same sentence and head, the lesson's mask as `allowed`, the same logit terms.
-  const o = { align: st.align, allowed: { data: mask, shape: [Lq, Lk] }, fullyMasked: 'zero', returnWeights: true, returnLse: true };
-  if (options.keyLengths) o.keyLengths = [P.lengths[b]];
-  if (options.queryLengths) o.queryLengths = [P.qLengths[b]];
-  if (st.alibi) o.alibiSlopes = [slopes[h]];
-  if (st.softcap > 0) o.softcap = st.softcap;
-  const one = (data, L) => ({ data: Float32Array.from(data), shape: [1, 1, L, D] });
-  const r = ma.attention(one(q1, Lq), one(k1, Lk), one(v1, Lk), o);
-
-  const logits = new Float64Array(Lq * Lk);
-  for (let i = 0; i < Lq; i++) for (let j = 0; j < Lk; j++) logits[i * Lk + j] = logitOf(st, P, ctx, slopes, b, h, i, j);
-  const naive = naiveVariants(logits, mask, v1, Lq, Lk, D);
-  const all = { zero: { weights: r.weights.data, output: r.output.data }, ...naive };
-
-  const empty = Array.from({ length: Lq }, (_, i) => !mask.subarray(i * Lk, (i + 1) * Lk).some((x) => x));
-  const exposed = { row, fullyMaskedRows: empty.map((e, i) => (e ? i : -1)).filter((i) => i >= 0), panels: {} };
-  for (const lesson of LESSONS) {
-    const { weights, output } = all[lesson.id];
-    const sums = rowSums(weights, Lq, Lk);
-    let total = 0;
-    for (const x of output) total += x;
-    const ui = lessonMaps[lesson.id];
-    ui.map.update({
-      rows: Lq, cols: Lk + 1, gapBeforeCol: Lk,
-      rowLabels: P.queryTokens[b], colLabels: [...P.keyTokens[b], 'Σ'],
-      rowLabelMuted: (i) => P.queryPos[b][i] >= P.lengths[b],
-      rowMark: (i) => (empty[i] ? '∅' : null),
-      highlightRow: row >= 0 ? row : null,
-      cell: (i, j) => {
-        if (j === Lk) {
-          const s = sums[i];
-          if (Number.isNaN(s)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
-          const good = Math.abs(s - 1) < 1e-4 || (empty[i] && s === 0);
-          return { fill: good ? '#e3f1e8' : '#fde2cc', text: s.toFixed(2), ink: '#1f2933' };
-        }
-        const w = weights[i * Lk + j];
-        if (Number.isNaN(w)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
-        const m = mask[i * Lk + j];
-        if (!m && w === 0) return { hatch: true };
-        return { fill: weightColor(w), text: short(w), flag: !m };
-      },
-      info: (i, j) => {
-        if (j === Lk) return `row ${i} ${quoted(P.queryTokens[b][i])}: weights sum to ${full(sums[i])}\noutput row ${vec(output.subarray(i * D, (i + 1) * D))}`;
-        const w = weights[i * Lk + j];
-        const m = mask[i * Lk + j];
-        return `query ${i} ${quoted(P.queryTokens[b][i])} → key ${j} ${quoted(P.keyTokens[b][j])}\n${m ? 'allowed' : 'masked'}; weight ${full(w)}` +
-          (m ? '' : w !== 0 && !Number.isNaN(w) ? '\na masked key that still got weight' : '');
-      },
-    });
-    const rowW = row >= 0 ? weights.subarray(row * Lk, (row + 1) * Lk) : null;
-    const rowO = row >= 0 ? output.subarray(row * D, (row + 1) * D) : null;
-    ui.result.textContent = rowW
-      ? `row ${row}: weights ${vec(rowW)}, Σ = ${Number.isNaN(sums[row]) ? 'NaN' : sums[row].toFixed(2)}; output ${vec(rowO)}. Σ O = ${full(total)}`
-      : `no row chosen. Σ O = ${full(total)}`;
-    ui.article.dataset.total = String(total);
-    exposed.panels[lesson.id] = {
-      rowWeights: rowW ? Array.from(rowW) : null, rowOutput: rowO ? Array.from(rowO) : null,
-      rowSums: sums, totalOutput: total, weights: Array.from(weights), output: Array.from(output),
-    };
-  }
-  demo.lessons = exposed;
-  el.lessonsJson.textContent = toJson(exposed);
 }
 
 // ------------------------------------------------------------------------------------------ wiring
@@ -565,7 +255,7 @@ el.reseed.addEventListener('click', () => {
   schedule();
 });
 el.customReset.addEventListener('click', () => {
-  if (custom) custom.data.fill(1);
+  resetCustom();
   schedule();
 });
 $('table-details').addEventListener('toggle', schedule);

@@ -201,7 +201,7 @@ test('init rejects bad options (a throw or a rejected promise)', async () => {
 
 // A fresh copy of the module (its own instance cache): Node keys ES modules by URL, query included.
 let freshCount = 0;
-const freshModule = () => import(new URL(`../../js/index.js?fresh=${++freshCount}`, import.meta.url).href);
+const freshModule = () => import(new URL(`../../js/load.js?fresh=${++freshCount}`, import.meta.url).href);
 
 test('init options: wasmBinary, and a failed load can be retried', async () => {
   const m = await freshModule();

@@ -14,7 +14,7 @@ import { referenceAttention, rng, uniform, mismatch } from './reference.mjs';
 const here = fileURLToPath(new URL('.', import.meta.url));
 let freshCount = 0;
 // A fresh copy of the module (its own instance cache): Node keys ES modules by URL, query included.
-const freshModule = () => import(new URL(`../../js/index.js?builds=${++freshCount}`, import.meta.url).href);
+const freshModule = () => import(new URL(`../../js/load.js?builds=${++freshCount}`, import.meta.url).href);
 
 function tensors(s, seed) {
   const random = rng(seed);

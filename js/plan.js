@@ -1,0 +1,213 @@
+// The option table and the planner shared by attention(), Workspace.run() and KVCache.attend(), and
+// the cache's configuration table. A row says how an option is read (read.js), which arrays it
+// copies into wasm memory, which fields of the call's argument block it fills (the block's layout is
+// the binding's: bindings/maskattn_embind.cpp MASKATTN_CALL_FIELDS) and, where the C++ library
+// spells it otherwise, the library's name for it (so that its errors name the JS argument). A new
+// option is one row here, its type in index.d.ts, and its C++ side.
+import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
+import {
+  bool, checkLayout, choice, count, float32, integer, isRecord, maskOf, owned, ownFields, product, segmentIds,
+  toFloat32, toInt32, windowOf,
+} from './read.js';
+
+// Logical [B, H, L, D] of a tensor given in `layout`.
+export function logical(dims, layout) {
+  return layout === 'blhd' ? [dims[0], dims[2], dims[1], dims[3]] : dims;
+}
+
+// Option values by name: Maps, so that 'toString' or 'constructor' are not names.
+const ALIGN = new Map([['bottom-right', 0], ['top-left', 1]]);
+const POLICY = new Map([['zero', 0], ['nan', 1], ['uniform', 2]]);
+
+// A mask's fields: its block, 4-D broadcast shape and real element count.
+const maskFields = (name, mask, at) => {
+  const s = mask?.shape ?? [1, 1, 1, 1];
+  return { [name]: at[0], [`${name}B`]: s[0], [`${name}H`]: s[1], [`${name}Lq`]: s[2], [`${name}Lk`]: s[3], [`${name}Size`]: mask ? mask.input.count : 0 };
+};
+// A small array's fields: its block and length.
+const spanFields = (name, array, at) => ({ [name]: at[0], [`${name}Size`]: array?.length ?? 0 });
+
+function readSegments(s, ctx) {
+  if (s === undefined || s === null) return null;
+  const ids = isRecord(s, 'segments') ? ownFields(s, 'segments', new Set(['query', 'key']), '{ query, key }') : null;
+  if (!ids || ids.query == null || ids.key == null)
+    throw new MaskAttnTypeError('segments', `must be { query, key } segment ids ([B*Lq] and [B*Lk]), given ${describe(s)}`);
+  return { query: segmentIds(ids.query, 'segments.query', ctx.B, ctx.Lq), key: segmentIds(ids.key, 'segments.key', ctx.B, ctx.Lk) };
+}
+
+// Most threads for a call (C++ Options::threads): by default all the module has; never more (a
+// larger count is the module's); the library's cost model runs as many as pay off. The binding
+// turns anything below 1 into 1: checked here.
+function readThreads(x, ctx) {
+  const threads = x ?? ctx.threads;
+  if (typeof threads !== 'number') throw new MaskAttnTypeError('threads', `must be a number of threads, given ${describe(threads)}`);
+  if (!Number.isInteger(threads) || threads < 1) throw new MaskAttnRangeError('threads', `must be an integer >= 1, given ${threads}`);
+  return Math.min(threads, ctx.threads);
+}
+
+/**
+ * The options of a call, in the order they are read. A row:
+ *   read(x, ctx): the option's value in the plan (x is the caller's, undefined when not given; ctx
+ *     holds the call's B, Hq, Lq, Lk and the module's limits, heap and threads);
+ *   blocks(value): the input records (read.js) it copies into wasm memory, null for none;
+ *   wire(value, at): its fields of the argument block (at: its blocks' addresses, 0 where absent);
+ *     a row without wire shapes the call's outputs (the planner sizes them, the call places them);
+ *   library: the library's name for it where that differs, or { libraryName: jsName }.
+ * index.d.ts declares the same names (AttentionOptions; tests/js/option-table.test.mjs checks).
+ */
+export const OPTIONS = {
+  scale: { read: (x) => (x === undefined ? undefined : float32(x, 'scale')), wire: (v) => ({ hasScale: v !== undefined, scale: v ?? 0 }) },
+  layout: { read: (x) => checkLayout(x), wire: (v) => ({ layout: v === 'blhd' ? 1 : 0 }) },
+  causal: { read: (x) => bool(x, 'causal'), wire: (v) => ({ causal: v }) },
+  align: { read: (x) => choice(x ?? 'bottom-right', 'align', ALIGN), wire: (v) => ({ align: v }) },
+  keyLengths: {
+    read: (x, ctx) => toInt32(x, 'keyLengths', ctx.B), blocks: (v) => [v && owned(v, 'keyLengths')],
+    wire: (v, at) => spanFields('keyLengths', v, at), library: 'key_lengths',
+  },
+  queryLengths: {
+    read: (x, ctx) => toInt32(x, 'queryLengths', ctx.B), blocks: (v) => [v && owned(v, 'queryLengths')],
+    wire: (v, at) => spanFields('queryLengths', v, at), library: 'query_lengths',
+  },
+  allowed: {
+    read: (x, ctx) => (x == null ? null : maskOf(x, 'allowed', 'Uint8Array', ctx.limits, ctx.heap)),
+    blocks: (v) => [v?.input], wire: (v, at) => maskFields('allowed', v, at),
+  },
+  bias: {
+    read: (x, ctx) => (x == null ? null : maskOf(x, 'bias', 'Float32Array', ctx.limits, ctx.heap)),
+    blocks: (v) => [v?.input], wire: (v, at) => maskFields('bias', v, at),
+  },
+  window: { read: (x) => (x == null ? [-1, -1] : windowOf(x)), wire: ([left, right]) => ({ windowLeft: left, windowRight: right }) },
+  prefix: { read: (x) => integer(x ?? 0, 'prefix', 'must be'), wire: (v) => ({ prefix: v }) },
+  segments: {
+    read: readSegments,
+    blocks: (v) => (v ? [owned(v.query, 'segments.query'), owned(v.key, 'segments.key')] : [null, null]),
+    wire: (v, at) => ({ ...spanFields('querySegments', v?.query, [at[0]]), ...spanFields('keySegments', v?.key, [at[1]]) }),
+    library: { query_segments: 'segments.query', key_segments: 'segments.key' },
+  },
+  alibiSlopes: {
+    read: (x, ctx) => toFloat32(x, 'alibiSlopes', ctx.Hq), blocks: (v) => [v && owned(v, 'alibiSlopes')],
+    wire: (v, at) => spanFields('alibiSlopes', v, at), library: 'alibi_slopes',
+  },
+  softcap: { read: (x) => float32(x ?? 0, 'softcap', true), wire: (v) => ({ softcap: v }) },
+  fullyMasked: { read: (x) => choice(x ?? 'zero', 'fullyMasked', POLICY), wire: (v) => ({ fullyMasked: v }), library: 'fully_masked' },
+  returnWeights: { read: (x) => bool(x, 'returnWeights'), library: 'weights' },
+  returnLse: { read: (x) => bool(x, 'returnLse') },
+  returnStats: { read: (x) => bool(x, 'returnStats') },
+  threads: { read: readThreads, wire: (v) => ({ threads: v }) },
+};
+const ROWS = Object.entries(OPTIONS);
+export const KNOWN_OPTIONS = new Set(Object.keys(OPTIONS));
+
+/** The options of a call: own properties, each read once (see ownFields), not yet checked. */
+export function callOptions(options) {
+  return ownFields(options, 'options', KNOWN_OPTIONS, 'an object');
+}
+
+/**
+ * The plan of a call from 4-D shapes (in the options' layout) and options (from callOptions):
+ * logical dims, element counts, output shapes and every option read by its row. `module` gives
+ * the limits, heap and thread count (wasm-call.js Wire).
+ */
+export function planCall(qDims, kDims, vDims, options, module) {
+  const layout = checkLayout(options.layout);
+  const [B, Hq, Lq, D] = logical(qDims, layout);
+  const [, Hkv, Lk] = logical(kDims, layout);
+  const Dv = logical(vDims, layout)[3];
+  const maxBytes = module.limits.maxBytes;
+  // A null prototype: a field never set is undefined, whatever Object.prototype holds.
+  const plan = Object.assign(Object.create(null), {
+    layout, B, Hq, Hkv, Lq, Lk, D, Dv, qSize: product(qDims), kSize: product(kDims), vSize: product(vDims),
+    // Each tensor's own logical dims go to the library, whose validation names any mismatch.
+    q: logical(qDims, layout), k: logical(kDims, layout), v: logical(vDims, layout),
+    outCount: B * Hq * Lq * Dv, outShape: layout === 'blhd' ? [B, Lq, Hq, Dv] : [B, Hq, Lq, Dv],
+    weightsCount: B * Hq * Lq * Lk, weightsShape: [B, Hq, Lq, Lk], lseCount: B * Hq * Lq, lseShape: [B, Hq, Lq],
+  });
+  if (plan.outCount * 4 > maxBytes)
+    throw new MaskAttnRangeError('output', `output [${B}, ${Hq}, ${Lq}, ${Dv}] needs ${plan.outCount * 4} bytes, more than the ${maxBytes} one buffer may have`);
+  const ctx = { B, Hq, Lq, Lk, limits: module.limits, heap: module.heap, threads: module.threads };
+  plan.options = Object.create(null);
+  for (const [name, row] of ROWS) plan.options[name] = row.read(options[name], ctx);
+  plan.returnWeights = plan.options.returnWeights;
+  plan.returnLse = plan.options.returnLse;
+  plan.returnStats = plan.options.returnStats;
+  if (plan.returnWeights && plan.weightsCount * 4 > maxBytes)
+    throw new MaskAttnRangeError('returnWeights', `weights [${B}, ${Hq}, ${Lq}, ${Lk}] need ${plan.weightsCount * 4} bytes, more than the ${maxBytes} one buffer may have`);
+  if (plan.returnLse && plan.lseCount * 4 > maxBytes)
+    throw new MaskAttnRangeError('returnLse', `lse [${B}, ${Hq}, ${Lq}] needs ${plan.lseCount * 4} bytes, more than the ${maxBytes} one buffer may have`);
+  return plan;
+}
+
+/** The input records each option copies into wasm memory: [name, records (null = none)]. */
+export function optionBlocks(plan) {
+  return ROWS.filter(([, row]) => row.blocks).map(([name, row]) => [name, row.blocks(plan.options[name])]);
+}
+
+/**
+ * The call's argument block, by field name: the tensors at `ptr` (q, k, v, out, weights, lse; 0 =
+ * absent), each option's fields (its blocks at `at[name]`) and the counters' block `stats`.
+ */
+export function callFields(plan, ptr, at, stats) {
+  const args = {
+    q: ptr.q, k: ptr.k, v: ptr.v, out: ptr.out,
+    qB: plan.q[0], qH: plan.q[1], qL: plan.q[2], qD: plan.q[3], kB: plan.k[0], kH: plan.k[1], kL: plan.k[2], kD: plan.k[3],
+    vB: plan.v[0], vH: plan.v[1], vL: plan.v[2], vD: plan.v[3],
+    qSize: plan.qSize, kSize: plan.kSize, vSize: plan.vSize, outSize: plan.outCount,
+    weights: ptr.weights, weightsSize: ptr.weights ? plan.weightsCount : 0,
+    lse: ptr.lse, lseSize: ptr.lse ? plan.lseCount : 0, stats,
+  };
+  for (const [name, row] of ROWS) if (row.wire) Object.assign(args, row.wire(plan.options[name], at[name] ?? [0, 0]));
+  return args;
+}
+
+// ------------------------------------------------------------------------------ cache config
+
+// Element types of a cache: the name (kept in config) and the library's code (kv_create's dtype).
+const DTYPES = new Map([['float32', 0], ['float16', 1]]);
+const dtypeOf = (x, name) => {
+  choice(x, name, DTYPES);
+  return x;
+};
+
+/**
+ * The configuration of a KV cache (createKVCache), in the order of kv_create's parameters in
+ * bindings/maskattn_embind.cpp: read(x, config so far) gives the field's value (defaults filled
+ * in), wire(value) its argument (the value itself when absent); required: no default; library: as
+ * in OPTIONS (index.d.ts: KVCacheOptions, checked by the same test). Sizes and
+ * limits (bytes, capacity) are the library's to check: it does before it allocates.
+ */
+export const CACHE_CONFIG = {
+  batch: { read: (x) => count(x ?? 1, 'batch') },
+  kvHeads: { read: (x) => count(x ?? 1, 'kvHeads'), library: 'kv_heads' },
+  capacity: { read: (x) => count(x, 'capacity'), required: true },
+  headDim: { read: (x) => count(x, 'headDim'), required: true, library: 'head_dim' },
+  valueDim: { read: (x, c) => count(x ?? c.headDim, 'valueDim'), library: 'value_dim' },
+  dtype: { read: (x) => dtypeOf(x ?? 'float32', 'dtype'), wire: (v) => DTYPES.get(v) },
+  window: { read: (x) => count(x ?? 0, 'window') },
+};
+
+/** The cache's configuration (defaults filled in) and kv_create's arguments, from the caller's fields. */
+export function planCache(fields) {
+  const expected = `{ ${Object.entries(CACHE_CONFIG).map(([name, row]) => (row.required ? name : `${name}?`)).join(', ')} }`;
+  const given = ownFields(fields, 'config', new Set(Object.keys(CACHE_CONFIG)), expected);
+  const config = {};
+  for (const [name, row] of Object.entries(CACHE_CONFIG)) config[name] = row.read(given[name], config);
+  const args = Object.entries(CACHE_CONFIG).map(([name, row]) => (row.wire ? row.wire(config[name]) : config[name]));
+  return { config, args };
+}
+
+// ------------------------------------------------------------------------------ library names
+
+// The C++ library's argument names, in the JS API's spelling (from the rows' `library`).
+const JS_NAMES = { out: 'output' };
+for (const table of [OPTIONS, CACHE_CONFIG]) {
+  for (const [name, row] of Object.entries(table)) {
+    if (typeof row.library === 'string') JS_NAMES[row.library] = name;
+    else if (row.library) Object.assign(JS_NAMES, row.library);
+  }
+}
+
+/** The JS name of a library argument ('key_lengths[2]' -> 'keyLengths[2]'). */
+export function jsName(arg) {
+  const m = /^([a-z_]+)(.*)$/.exec(arg);
+  return m && Object.hasOwn(JS_NAMES, m[1]) ? JS_NAMES[m[1]] + m[2] : arg;
+}
