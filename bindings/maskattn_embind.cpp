@@ -190,9 +190,11 @@ maskattn::KVCache& cache_of(uint32_t handle) {
 }
 
 // Returns the new cache's handle (> 0), or minus the status code when the configuration is bad or
-// its memory cannot be had. dtype 0 = f32, 1 = f16; window 0 = none. JS passes safe integers.
+// its memory cannot be had. dtypes 0 = f32, 1 = f16, 2 = q8, 3 = q4 (KVType's order); key_dtype and
+// value_dtype -1 = dtype; key_rotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none. JS
+// passes safe integers; a code outside the enums reaches the library, which names the field.
 double kv_create(double batch, double kv_heads, double capacity, double head_dim, double value_dim,
-                 double dtype, double window) {
+                 double dtype, double window, double key_dtype, double value_dtype, double key_rotation) {
   using namespace maskattn;
   uint32_t handle = 0;
   const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
@@ -202,7 +204,12 @@ double kv_create(double batch, double kv_heads, double capacity, double head_dim
     config.capacity = whole(capacity);
     config.head_dim = whole(head_dim);
     config.value_dim = whole(value_dim);
-    config.dtype = dtype == 1 ? KVType::f16 : dtype == 0 ? KVType::f32 : static_cast<KVType>(-1);  // the library names a bad one
+    auto type = [](double code) { return code >= 0 && code <= 3 ? static_cast<KVType>(int(code)) : static_cast<KVType>(-1); };
+    config.dtype = type(dtype);
+    if (key_dtype != -1) config.key_dtype = type(key_dtype);
+    if (value_dtype != -1) config.value_dtype = type(value_dtype);
+    config.key_rotation = key_rotation >= 0 && key_rotation <= 2 ? static_cast<KeyRotation>(int(key_rotation))
+                                                                 : static_cast<KeyRotation>(-1);
     config.window = whole(window);
     auto cache = std::make_unique<KVCache>(config);
     if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
@@ -268,6 +275,28 @@ uint32_t kv_lengths(uint32_t handle) {
   return it == g_caches.end() ? 0 : uint32_t(uintptr_t(it->second->lengths().data()));
 }
 
+// read(b): the dequantized contents, kept here until the next read or kvReadRelease(); JS copies
+// them out of the heap at once (kvReadResult gives their addresses).
+maskattn::KVCache::Contents g_read;
+
+int kv_read(uint32_t handle, double b) {
+  return guarded("the WebAssembly heap cannot hold this sequence's contents as float32", [&] {
+    g_read = {};
+    g_read = cache_of(handle).read(int64_t(b));
+  });
+}
+
+emscripten::val kv_read_result() {
+  auto info = emscripten::val::object();
+  info.set("start", double(g_read.start));
+  info.set("length", double(g_read.length));
+  info.set("key", double(uintptr_t(g_read.key.data())));
+  info.set("value", double(uintptr_t(g_read.value.data())));
+  return info;
+}
+
+void kv_read_release() { g_read = {}; }
+
 double kv_byte_length(uint32_t handle) {
   const auto it = g_caches.find(handle);
   return it == g_caches.end() ? -1 : double(it->second->byte_length());
@@ -332,4 +361,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("kvReset", &kv_reset);
   function("kvLengths", &kv_lengths);
   function("kvByteLength", &kv_byte_length);
+  function("kvRead", &kv_read);
+  function("kvReadResult", &kv_read_result);
+  function("kvReadRelease", &kv_read_release);
 }

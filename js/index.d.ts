@@ -142,8 +142,15 @@ export declare class Workspace {
   dispose(): void;
 }
 
-/** Storage type of a KV cache: 'float16' halves the memory and the bytes each step reads. */
-export type KVDtype = 'float32' | 'float16';
+/**
+ * Storage type of a KV cache: 'float16' halves the memory and the bytes each step reads; 'q8' and
+ * 'q4' store blocks of 32 values with one float32 scale (0.28x and 0.16x of float32 at D = 128;
+ * docs/semantics.md, "Quantized caches").
+ */
+export type KVDtype = 'float32' | 'float16' | 'q8' | 'q4';
+
+/** Key rotation before quantizing: 'automatic' (default) rotates q4 keys; 'hadamard' needs q8/q4 keys and an even headDim. */
+export type KeyRotation = 'automatic' | 'none' | 'hadamard';
 
 /** What a cache of a dtype accepts in append(): float16 caches also take raw IEEE halves. */
 export type KVInput<T extends KVDtype = KVDtype> = T extends 'float16' ? Float32Array | Uint16Array : Float32Array;
@@ -160,8 +167,14 @@ export interface KVCacheOptions<T extends KVDtype = KVDtype> {
   headDim: number;
   /** Dv, the value head size (default headDim). */
   valueDim?: number;
-  /** 'float32' (default) or 'float16' (float input rounded to nearest even). */
+  /** 'float32' (default), 'float16' (float input rounded to nearest even), 'q8' or 'q4': keys and values. */
   dtype?: T;
+  /** The keys' type when it differs from dtype (e.g. dtype 'q8', valueDtype 'q4'). */
+  keyDtype?: KVDtype;
+  /** The values' type when it differs from dtype. */
+  valueDtype?: KVDtype;
+  /** A Hadamard rotation of keys before quantizing (q·k unchanged, outlier channels spread). */
+  keyRotation?: KeyRotation;
   /**
    * W > 0: a sliding-window cache, a ring of `capacity` slots holding the newest positions, so
    * appends never run out of room; attend() sees positions d(i) - W + 1 ..= d(i). 0 (default): none.
@@ -192,13 +205,19 @@ export interface KVAttendOptions extends Omit<AttentionOptions, 'keyLengths'> {
  */
 export declare class KVCache<T extends KVDtype = KVDtype> {
   /** The configuration with defaults filled in (valueDim = headDim, window 0 = none). */
-  readonly config: Readonly<{ batch: number; kvHeads: number; capacity: number; headDim: number; valueDim: number; dtype: T; window: number }>;
+  readonly config: Readonly<{
+    batch: number; kvHeads: number; capacity: number; headDim: number; valueDim: number; dtype: T; window: number;
+    keyDtype: KVDtype; valueDtype: KVDtype; keyRotation: KeyRotation;
+  }>;
   /**
    * Positions each sequence holds (absolute: with a window, tokens seen). A fresh copy on every
    * read, owned by the caller; it does not follow later appends.
    */
   readonly lengths: Int32Array;
-  /** Bytes of K/V storage: batch x kvHeads x capacity x (headDim + valueDim) x (4 or 2). */
+  /**
+   * Bytes of K/V storage: batch x kvHeads x capacity x (key row + value row), a row of n elements
+   * taking 4n (float32), 2n (float16), or 36 (q8) / 20 (q4) bytes per block of 32.
+   */
   readonly byteLength: number;
   /**
    * Writes k [B, Hkv, T, D] and v [B, Hkv, T, Dv] at each sequence's current length, in place
@@ -212,6 +231,15 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
    * Weights are [B, Hq, Lq, max(lengths)].
    */
   attend(q: Tensor, options?: KVAttendOptions): AttentionResult;
+  /**
+   * The float32 contents sequence b holds (copies): dequantized for q8/q4 (keys unrotated), exact
+   * for float32/float16. `start` is the absolute position of the first row (a ring keeps the newest).
+   */
+  read(b: number): {
+    key: { data: Float32Array; shape: [number, number, number] };
+    value: { data: Float32Array; shape: [number, number, number] };
+    start: number;
+  };
   /** Shortens sequences (rollback of rejected speculative tokens): each in [0, current length]. */
   truncate(lengths: Int32Array | readonly number[]): void;
   /** Empties every sequence. */

@@ -3,7 +3,7 @@
 // configuration is read by plan.js's CACHE_CONFIG table; attend() plans like attention() (plan.js)
 // over the cache's logical K/V; every call goes through the module's Wire (wasm-call.js).
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
-import { check4, checkLayout, ownFields, shapeOf, toInt32 } from './read.js';
+import { check4, checkLayout, count, ownFields, shapeOf, toInt32 } from './read.js';
 import { callOptions, logical, planCache, planCall } from './plan.js';
 
 const APPEND_OPTIONS = new Set(['counts', 'layout']);
@@ -90,7 +90,8 @@ export class KVCache {
     const wire = this._wire;
     const kDims = check4(shapeOf(k, 'k'), 'k', layout, wire.limits);
     const vDims = check4(shapeOf(v, 'v'), 'v', layout, wire.limits);
-    const kData = wire.input(k, 'k', kDims, this.config.dtype === 'float16' ? ['Float32Array', 'Uint16Array'] : ['Float32Array']);
+    const halves = this.config.keyDtype === 'float16' && this.config.valueDtype === 'float16';
+    const kData = wire.input(k, 'k', kDims, halves ? ['Float32Array', 'Uint16Array'] : ['Float32Array']);
     const half = kData.kind === 'Uint16Array';
     const vData = wire.input(v, 'v', vDims, [kData.kind]);
     const counts = toInt32(opts.counts, 'counts', this.config.batch);
@@ -149,6 +150,32 @@ export class KVCache {
       const stats = wire.run(plan, ptr, alloc, () => wire.copyIn(ptr.q, qData), (address) => m.kvAttend(this._handle, address));
       return wire.results(plan, ptr, stats);
     });
+  }
+
+  /**
+   * What sequence b holds, as float32 copies the caller owns: `{ key: { data, shape: [Hkv, n, D] },
+   * value: { data, shape: [Hkv, n, Dv] }, start }`, n = positions held, `start` the absolute
+   * position of the first row (a window's ring keeps only the newest). q8/q4 caches give the
+   * dequantized values (keys unrotated); float32 and float16 caches give exactly what they store.
+   */
+  read(b) {
+    this._live();
+    const index = count(b, 'b');  // an integer; the library checks b < batch
+    const m = this._m;
+    this._wire.check(m.kvRead(this._handle, index));
+    try {
+      const r = m.kvReadResult();
+      const { kvHeads: H, headDim: D, valueDim: Dv } = this.config;
+      const n = r.length;
+      const copy = (address, count) => m.HEAPF32.slice(address >>> 2, (address >>> 2) + count);
+      return {
+        key: { data: copy(r.key, H * n * D), shape: [H, n, D] },
+        value: { data: copy(r.value, H * n * Dv), shape: [H, n, Dv] },
+        start: r.start,
+      };
+    } finally {
+      m.kvReadRelease();  // the library's copy is not kept
+    }
   }
 
   /** Shortens sequences (rollback): lengths [batch], each in [0, current length]. */

@@ -161,12 +161,14 @@ export function callFields(plan, ptr, at, stats) {
 
 // ------------------------------------------------------------------------------ cache config
 
-// Element types of a cache: the name (kept in config) and the library's code (kv_create's dtype).
-const DTYPES = new Map([['float32', 0], ['float16', 1]]);
+// Element types of a cache: the name (kept in config) and the library's code (kv_create's dtype,
+// KVType's order). q8 / q4: blocks of 32 with a float32 scale (docs/semantics.md, "Quantized caches").
+const DTYPES = new Map([['float32', 0], ['float16', 1], ['q8', 2], ['q4', 3]]);
 const dtypeOf = (x, name) => {
   choice(x, name, DTYPES);
   return x;
 };
+const ROTATIONS = new Map([['automatic', 0], ['none', 1], ['hadamard', 2]]);
 
 /**
  * The configuration of a KV cache (createKVCache), in the order of kv_create's parameters in
@@ -183,6 +185,16 @@ export const CACHE_CONFIG = {
   valueDim: { read: (x, c) => count(x ?? c.headDim, 'valueDim'), library: 'value_dim' },
   dtype: { read: (x) => dtypeOf(x ?? 'float32', 'dtype'), wire: (v) => DTYPES.get(v) },
   window: { read: (x) => count(x ?? 0, 'window') },
+  keyDtype: { read: (x, c) => dtypeOf(x ?? c.dtype, 'keyDtype'), wire: (v) => DTYPES.get(v), library: 'key_dtype' },
+  valueDtype: { read: (x, c) => dtypeOf(x ?? c.dtype, 'valueDtype'), wire: (v) => DTYPES.get(v), library: 'value_dtype' },
+  keyRotation: {
+    read: (x) => {
+      choice(x ?? 'automatic', 'keyRotation', ROTATIONS);
+      return x ?? 'automatic';
+    },
+    wire: (v) => ROTATIONS.get(v),
+    library: 'key_rotation',
+  },
 };
 
 /** The cache's configuration (defaults filled in) and kv_create's arguments, from the caller's fields. */

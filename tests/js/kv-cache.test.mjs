@@ -679,7 +679,8 @@ for (const buildInfo of BUILDS) {
       throwsArg(() => ma.createKVCache(), TypeError, 'config', 'undefined');
       // Defaults: batch 1, kvHeads 1, valueDim = headDim, float32, no window.
       const c = ma.createKVCache({ capacity: 3, headDim: 5 });
-      assert.deepEqual({ ...c.config }, { batch: 1, kvHeads: 1, capacity: 3, headDim: 5, valueDim: 5, dtype: 'float32', window: 0 });
+      assert.deepEqual({ ...c.config }, { batch: 1, kvHeads: 1, capacity: 3, headDim: 5, valueDim: 5, dtype: 'float32', window: 0,
+        keyDtype: 'float32', valueDtype: 'float32', keyRotation: 'automatic' });
       assert.equal(c.byteLength, 3 * 10 * 4);
       c.dispose();
     });

@@ -140,6 +140,16 @@ async function main(): Promise<void> {
     const decoded: Float32Array = cache.attend(step).output.data;
     const lseRows: Float32Array | undefined = halfCache.attend(step, { returnLse: true }).lse?.data;
     console.log(lengths[0], bytes, dtype, ring, attended.weights?.shape, decoded.length, lseRows?.length, either.config.dtype);
+    // Quantized caches: 8-bit keys with 4-bit values, read() back as float32.
+    const quant: KVCache<'q8'> = ma.createKVCache({ capacity: 16, headDim: D, dtype: 'q8', valueDtype: 'q4', keyRotation: 'none' });
+    const contents: { key: { data: Float32Array; shape: [number, number, number] }; start: number } = quant.read(0);
+    const sides: [KVDtype, KVDtype] = [quant.config.keyDtype, quant.config.valueDtype];
+    console.log(contents.key.shape, contents.start, sides, quant.config.keyRotation);
+    // @ts-expect-error 'q2' is not a cache dtype
+    ma.createKVCache({ capacity: 8, headDim: D, keyDtype: 'q2' });
+    // @ts-expect-error rotations are 'automatic' | 'none' | 'hadamard'
+    ma.createKVCache({ capacity: 8, headDim: D, dtype: 'q4', keyRotation: 'random' });
+    quant.dispose();
     cache.truncate([2, 1]);
     cache.truncate(Int32Array.from([0, 0]));
     cache.reset();
