@@ -479,6 +479,20 @@ class DecodeAttention {
       prow[r] = s + which[r] * KT;
       orow[r] = o + active[which[r]] * dv_pad_;
     }
+    if constexpr (QD::kIntegerValues) {  // rows in pairs (a pair's accumulators fill the registers)
+      auto all = [](int, int) { return true; };
+      for (int r = 0; r < R; r += 2) {
+        const int m = std::min(2, R - r);
+        if (m == 2 ? pv_integer<2>(prow + r, orow + r, v, n, all) : pv_integer<1>(prow + r, orow + r, v, n, all)) continue;
+        // A non-finite scale in the tile (NaN or infinity in V): pv_integer wrote nothing, and the
+        // float path carries the NaN for these rows.
+        constexpr int G1 = pv_groups_for(1);
+        for (int x = r; x < r + m; ++x)
+          for (int64_t c0 = 0; c0 < dv_pad_; c0 += G1 * 16)
+            pv_quant_groups<1, G1>(prow + x, orow + x, v, n, c0, 0, [](int) { return true; });
+      }
+      return;
+    }
     constexpr int G = pv_groups_for(R);
     for (int64_t c0 = 0; c0 < dv_pad_; c0 += G * 16)
       pv_quant_groups<R, G>(prow, orow, v, n, c0, c0 == 0 ? ahead : 0, [](int) { return true; });
@@ -491,8 +505,86 @@ class DecodeAttention {
     auto allowed = [&](int j) { return keys.allows(j0 + j) && (!elementwise || valid[j] != 0.0f); };
     const float* prow[1] = {p};
     float* orow[1] = {o};
+    if constexpr (QD::kIntegerValues)
+      if (pv_integer<1>(prow, orow, v, int(n), [&](int, int j) { return allowed(j); })) return;
     constexpr int G = pv_groups_for(1);
     for (int64_t c0 = 0; c0 < dv_pad_; c0 += G * 16) pv_quant_groups<1, G>(prow, orow, v, int(n), c0, 0, allowed);
+  }
+
+  // P·V in integers where QuantDot has them (kIntegerValues): per block, each row's weights
+  // p_j x scale_j are rounded to int16 against the largest of them (unit = max / 32767), and each
+  // pair of keys meets a pair of weights in QuantDot::madd (4 columns x 2 keys, exact int32 sums:
+  // |sum| <= 64 x 32767 x 127 < 2^31). Rounding a weight moves it by at most unit / 2, so a tile
+  // adds at most KT/2 x unit x 127 x |d| <= (KT / 65534) x max|V̂| to a row (docs/semantics.md).
+  // use(r, j): whether row r adds key j (masked keys get weight 0). Returns false, having written
+  // nothing, when a used key's scale is not finite (NaN/inf in V): the float path then shows it.
+  template <int R, class QRows, class Use>
+  bool pv_integer(const float* const* prow, float* const* orow, QRows v, int n, Use&& use) const {
+    if constexpr (QD::kIntegerValues) {
+      constexpr bool kQ4 = std::is_same_v<QRows, Q4Rows>;
+      constexpr int64_t kValueBytes = kQ4 ? 16 : 32;
+      const int64_t vs = p_.vs.l, nb = quant_blocks(p_.Dv), scales_at = nb * kValueBytes;
+      auto scale = [&](int j, int64_t blk) {
+        float d;
+        std::memcpy(&d, v.p + j * vs + scales_at + 4 * blk, 4);
+        return d;
+      };
+      for (int j = 0; j < n; ++j) {
+        bool used = false;
+        for (int r = 0; r < R; ++r) used |= use(r, j);
+        if (!used) continue;
+        for (int64_t blk = 0; blk < nb; ++blk)
+          if (!(std::fabs(scale(j, blk)) <= std::numeric_limits<float>::max())) return false;
+      }
+      using PV = typename QD::PV;
+      using IV = typename PV::IV;
+      using PS = Simd<typename PV::FArch>;
+      constexpr int kVectors = 16 / PV::kLanes;  // per half block
+      int16_t w[R][KT + 1];
+      float wf[KT];
+      for (int64_t blk = 0; blk < nb; ++blk) {
+        float unit[R];
+        for (int r = 0; r < R; ++r) {
+          float wmax = 0.0f;
+          for (int j = 0; j < n; ++j) {
+            wf[j] = use(r, j) ? prow[r][j] * scale(j, blk) : 0.0f;
+            wmax = std::max(wmax, std::fabs(wf[j]));
+          }
+          unit[r] = wmax / 32767.0f;
+          const float inv = wmax > 0.0f ? 32767.0f / wmax : 0.0f;
+          for (int j = 0; j < n; ++j) w[r][j] = int16_t(round_to_int(wf[j] * inv));
+          w[r][n] = 0;  // the partner of an odd last key
+        }
+        for (int half = 0; half < 2; ++half) {
+          IV acc[R][kVectors];
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < kVectors; ++c) acc[r][c] = PV::zero();
+          for (int j = 0; j < n; j += 2) {
+            const uint8_t* a = v.p + j * vs + blk * kValueBytes;
+            const uint8_t* b = j + 1 < n ? a + vs : a;  // weight 0 when it is the odd key's partner
+            IV pairs[kVectors];
+            if constexpr (kQ4) PV::pairs_q4(a, b, half, pairs);
+            else PV::pairs_q8(a + 16 * half, b + 16 * half, pairs);
+            for (int r = 0; r < R; ++r) {
+              const IV wp = PV::weight_pair(w[r][j], w[r][j + 1]);
+              for (int c = 0; c < kVectors; ++c) acc[r][c] = PV::madd(pairs[c], wp, acc[r][c]);
+            }
+          }
+          const int64_t c0 = blk * 32 + half * 16;
+          for (int r = 0; r < R; ++r) {
+            const auto u = PS::splat(unit[r]);
+            for (int c = 0; c < kVectors; ++c) {
+              float* out = orow[r] + c0 + PV::kLanes * c;
+              PS::store(out, PS::fma(PV::to_float(acc[r][c]), u, PS::load(out)));
+            }
+          }
+        }
+      }
+      return true;
+    } else {
+      (void)prow; (void)orow; (void)v; (void)n; (void)use;
+      return false;
+    }
   }
 
   // Columns [c0, c0 + 16 NG) (clipped to dv_pad) of R rows over the tile's keys that `use` admits.

@@ -105,6 +105,7 @@ struct DequantThroughMemory {
 
 // The scalar definitions (the scalar target, and the meaning of every vector version).
 struct QuantDotScalar {
+  static constexpr bool kIntegerValues = false;  // P·V dequantizes V (see QuantDot's SIMD128 version)
   using FArch = ScalarArch;
   using Row = QueryRow<int8_t>;
   static constexpr int32_t kQ8Offset = 0;
@@ -219,6 +220,9 @@ struct QuantDot
 {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   // ------------------------------------------------ AVX-512 VNNI: zmm, two blocks per vpdpbusd
+  // P·V dequantizes V in registers: measured faster here than P·V in integers (vpmaddwd on int16
+  // weight pairs, as SIMD128 does), which cost the decode step 1.6x (MHA q8, 1 thread).
+  static constexpr bool kIntegerValues = false;
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
@@ -266,6 +270,9 @@ struct QuantDot
 
 #elif defined(__AVX2__)
   // ------------------------------------------------ AVX2 (also the avx512 target without VNNI/BW): ymm
+  // P·V dequantizes V in registers: measured faster here than P·V in integers (vpmaddwd on int16
+  // weight pairs, as SIMD128 does), which cost the decode step 1.6x (MHA q8, 1 thread).
+  static constexpr bool kIntegerValues = false;
   using FArch = xsimd::fma3<xsimd::avx2>;
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
@@ -335,7 +342,43 @@ struct QuantDot
   static IV apply_q8(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static IV apply_q4(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
+
+  // P·V in integers (measured: dequantizing V in registers made P·V slower than float32 V here;
+  // SIMD128 has no float conversion short of 10 instructions per 16 values). The weights p_j x
+  // scale_j of a block are rounded to int16 against their largest, and two keys' values, interleaved
+  // as int16 pairs, meet a pair of weights in one i32x4.dot_i16x8_s: 4 columns x 2 keys.
+  static constexpr bool kIntegerValues = true;
+  struct PV {
+  using FArch = Arch;
+  using IV = v128_t;
+  static constexpr int kLanes = 4;  // columns per vector
+  // 16 values (one half block) of keys a and b as 4 vectors of (a, b) int16 pairs, columns 4c..4c+3.
+  static void pairs(v128_t a, v128_t b, v128_t* out) {
+    const v128_t lo = wasm_i8x16_shuffle(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const v128_t hi = wasm_i8x16_shuffle(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    out[0] = wasm_i16x8_extend_low_i8x16(lo);
+    out[1] = wasm_i16x8_extend_high_i8x16(lo);
+    out[2] = wasm_i16x8_extend_low_i8x16(hi);
+    out[3] = wasm_i16x8_extend_high_i8x16(hi);
+  }
+  static void pairs_q8(const uint8_t* a, const uint8_t* b, v128_t* out) { pairs(wasm_v128_load(a), wasm_v128_load(b), out); }
+  // The `half` nibbles of two q4 blocks' 16 bytes, minus 8.
+  static void pairs_q4(const uint8_t* a, const uint8_t* b, int half, v128_t* out) {
+    auto nib = [half](const uint8_t* p) {
+      const v128_t x = wasm_v128_load(p);
+      return wasm_i8x16_sub(half ? wasm_u8x16_shr(x, 4) : wasm_v128_and(x, wasm_i8x16_splat(15)), wasm_i8x16_splat(8));
+    };
+    pairs(nib(a), nib(b), out);
+  }
+  static v128_t weight_pair(int16_t wa, int16_t wb) {
+    return wasm_i32x4_splat(int32_t(uint32_t(uint16_t(wa)) | (uint32_t(uint16_t(wb)) << 16)));
+  }
+  static v128_t zero() { return wasm_i32x4_splat(0); }
+  static v128_t madd(v128_t pairs, v128_t w, v128_t acc) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(pairs, w)); }
+  static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
+  };
 #elif defined(__SSE2__)
+  static constexpr bool kIntegerValues = false;
   using Row = QueryRow<int16_t>;
   static constexpr const char* kName = "pmaddwd";
   using IV = __m128i;
@@ -364,6 +407,7 @@ struct QuantDot
   static IV apply_q4(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(_mm_cvtepi32_ps(x)); }
 #else
+  static constexpr bool kIntegerValues = false;
   using Row = QueryRow<int8_t>;
   using IV = int32x4_t;
   struct KBlock { int8x16_t v[2]; };
