@@ -1,14 +1,15 @@
 // Node benchmark, WebAssembly, one thread: the attention step of token-by-token generation for one
 // layer (B = 1, 32 query heads / 8 KV heads, D = 128), starting from a 1024-token prompt whose K/V
 // are random, then 512 generated tokens. Per token: append the new token's K/V, attend one query.
-//   - maskattn: ma.createKVCache (float32, and float16), cache.append + cache.attend (wasm memory,
-//     appends in place);
+//   - maskattn: ma.createKVCache for every dtype (float32, float16, q8, q4, q8 keys / q4 values),
+//     cache.append + cache.attend (wasm memory, appends in place);
 //   - onnxruntime-web (wasm backend, 1 thread): the com.microsoft GroupQueryAttention contrib operator
 //     with query, key, value, past_key, past_value, seqlens_k (total - 1), total_sequence_length,
 //     its present_key/present_value fed back as the next step's past, as transformers.js does.
-// Same inputs for all three; interleaved: every token runs the three steps in a new random order,
-// each timed (wall clock); medians per token. Checked before timing: ORT's output equals maskattn
-// float32's for the same step (max abs diff < 1e-3), and again on the last token.
+// Same inputs for all; interleaved: every token runs every implementation's step in a new random
+// order, each timed (wall clock); medians per token. Checked on the first and the last token: ORT's
+// output equals maskattn float32's (max abs diff < 1e-3), and each other dtype's error against the
+// float32 cache (max |dO| / max |V|, cosine similarity) is printed and held to its bound.
 //
 //   node bench/js/generation-bench.mjs [--quick] [--tokens N] [--prompt N] [--json FILE]
 import * as ort from 'onnxruntime-web';
@@ -56,13 +57,29 @@ const fill = (n) => {
 const promptK = fill(B * Hkv * P * D), promptV = fill(B * Hkv * P * D);
 const steps = Array.from({ length: N }, () => ({ q: fill(B * Hq * D), k: fill(B * Hkv * D), v: fill(B * Hkv * D) }));
 
-// ---- maskattn: one cache per dtype, holding the prompt.
+// ---- maskattn: one cache per dtype, holding the prompt. maxError: the bound held on the first and
+// last token, as a fraction of max |V| (float16: its rounding; q8 / q4: the README's targets).
+const DTYPES = [
+  { name: 'float32', config: { dtype: 'float32' }, maxError: 0 },
+  { name: 'float16', config: { dtype: 'float16' }, maxError: 0.02 },
+  { name: 'q8', config: { dtype: 'q8' }, maxError: 0.02 },
+  { name: 'q4', config: { dtype: 'q4' }, maxError: 0.15 },
+  { name: 'q8/q4', config: { dtype: 'q8', valueDtype: 'q4' }, maxError: 0.15 },
+];
 const caches = {};
-for (const dtype of ['float32', 'float16']) {
-  const cache = ma.createKVCache({ batch: B, kvHeads: Hkv, capacity: TOTAL, headDim: D, dtype });
+for (const { name, config } of DTYPES) {
+  const cache = ma.createKVCache({ batch: B, kvHeads: Hkv, capacity: TOTAL, headDim: D, ...config });
   cache.append({ data: promptK, shape: [B, Hkv, P, D] }, { data: promptV, shape: [B, Hkv, P, D] });
-  caches[dtype] = cache;
+  caches[name] = cache;
 }
+let maxV = 0;
+for (const x of promptV) maxV = Math.max(maxV, Math.abs(x));
+for (const s of steps) for (const x of s.v) maxV = Math.max(maxV, Math.abs(x));
+const cosine = (a, b) => {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) { ab += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }
+  return ab / Math.sqrt(aa * bb);
+};
 const maskattnStep = (cache) => (t) => {
   const { q, k, v } = steps[t];
   cache.append({ data: k, shape: [B, Hkv, 1, D] }, { data: v, shape: [B, Hkv, 1, D] });
@@ -104,10 +121,10 @@ for (let w = 0; w < 3; w++) {
 
 // ---- The loop: each token runs the three steps in a random order; the first and the last are checked.
 const impls = [
-  { name: 'maskattn float32 cache', run: maskattnStep(caches.float32) },
-  { name: 'maskattn float16 cache', run: maskattnStep(caches.float16) },
+  ...DTYPES.map(({ name }) => ({ name: `maskattn ${name} cache`, dtype: name, run: maskattnStep(caches[name]) })),
   { name: 'onnxruntime-web GQA', run: ortStep },
 ];
+const ORT = impls.length - 1;
 const times = impls.map(() => new Float64Array(N));
 const checks = [];
 const order = impls.map((_, i) => i);
@@ -125,16 +142,19 @@ for (let t = 0; t < N; t++) {
     times[i][t] = performance.now() - t0;
   }
   if (t === 0 || t === N - 1) {
-    const check = {
-      token: t + 1, length: P + t + 1,
-      ort_vs_f32: maxAbsDiff(outputs[2], outputs[0]),
-      f16_vs_f32: maxAbsDiff(outputs[1], outputs[0]),
-    };
-    checks.push(check);
+    const check = { token: t + 1, length: P + t + 1, ort_vs_f32: maxAbsDiff(outputs[ORT], outputs[0]), dtypes: {} };
     if (!(check.ort_vs_f32 < 1e-3)) throw new Error(`token ${t + 1}: onnxruntime-web differs from maskattn float32 by ${check.ort_vs_f32} (>= 1e-3)`);
-    if (!(check.f16_vs_f32 < 2e-2)) throw new Error(`token ${t + 1}: maskattn float16 differs from float32 by ${check.f16_vs_f32}`);
-    console.log(`check, token ${t + 1} (${P + t + 1} positions): max |ORT - maskattn f32| = ${check.ort_vs_f32.toExponential(2)}, ` +
-      `max |maskattn f16 - f32| = ${check.f16_vs_f32.toExponential(2)} (float16 rounding of K/V)`);
+    const parts = [];
+    DTYPES.forEach(({ name, maxError }, i) => {
+      if (i === 0) return;
+      const e = { rel_max: maxAbsDiff(outputs[i], outputs[0]) / maxV, cosine: cosine(outputs[i], outputs[0]) };
+      check.dtypes[name] = e;
+      if (!(e.rel_max <= maxError)) throw new Error(`token ${t + 1}: maskattn ${name} differs from float32 by ${(100 * e.rel_max).toFixed(3)}% of max |V|`);
+      parts.push(`${name} ${(100 * e.rel_max).toFixed(4)}% (cos ${e.cosine.toFixed(6)})`);
+    });
+    checks.push(check);
+    console.log(`check, token ${t + 1} (${P + t + 1} positions): max |ORT - maskattn f32| = ${check.ort_vs_f32.toExponential(2)}; ` +
+      `error against the float32 cache, max |dO| / max |V|: ${parts.join(', ')}`);
   }
   if ((t + 1) % progressEvery === 0) process.stderr.write(`  ${t + 1}/${N} tokens\n`);
 }
@@ -156,27 +176,30 @@ const results = impls.map((im, i) => {
     total_ms: t.reduce((a, b) => a + b, 0),
   };
 });
-const memory = {
-  'maskattn float32 cache': caches.float32.byteLength,
-  'maskattn float16 cache': caches.float16.byteLength,
-  'onnxruntime-web GQA': past.key.data.byteLength + past.value.data.byteLength,
-};
+const memory = { 'onnxruntime-web GQA': past.key.data.byteLength + past.value.data.byteLength };
+for (const { name } of DTYPES) memory[`maskattn ${name} cache`] = caches[name].byteLength;
 console.log('');
 console.log(`${pad('implementation', 26)} ${lpad('median ms/token', 16)} ${lpad('first 1/4', 10)} ${lpad('last 1/4', 10)} ${lpad('K/V GB/s', 9)} ${lpad('memory held', 24)}`);
 for (const res of results) {
-  const gbs = (res.impl.includes('float16') ? meanKv / 2 : meanKv) / res.median_ms / 1e6;
+  const dtype = impls.find((im) => im.name === res.impl).dtype;
+  const fraction = dtype ? caches[dtype].byteLength / caches.float32.byteLength : 1;  // bytes per position vs float32
+  const gbs = (meanKv * fraction) / res.median_ms / 1e6;
   const mem = memory[res.impl];
   const what = res.impl.startsWith('onnx') ? 'present K+V' : 'byteLength';
   console.log(`${pad(res.impl, 26)} ${lpad(res.median_ms.toFixed(3), 16)} ${lpad(res.first_quarter_median_ms.toFixed(3), 10)} ` +
     `${lpad(res.last_quarter_median_ms.toFixed(3), 10)} ${lpad(gbs.toFixed(1), 9)} ${lpad(`${(mem / 2 ** 20).toFixed(2)} MiB (${what})`, 24)}`);
 }
-const [f32, f16, ortRes] = results;
-const ratios = { ort_over_f32: ortRes.median_ms / f32.median_ms, f32_over_f16: f32.median_ms / f16.median_ms, ort_over_f16: ortRes.median_ms / f16.median_ms };
-console.log(`ratios of medians: onnxruntime-web / maskattn float32 = ${ratios.ort_over_f32.toFixed(2)}x; ` +
-  `maskattn float32 / float16 = ${ratios.f32_over_f16.toFixed(2)}x; onnxruntime-web / maskattn float16 = ${ratios.ort_over_f16.toFixed(2)}x`);
+const ortRes = results[ORT];
+const ratios = {};
+DTYPES.forEach(({ name }, i) => {
+  ratios[`ort_over_${name}`] = ortRes.median_ms / results[i].median_ms;
+  ratios[`f32_over_${name}`] = results[0].median_ms / results[i].median_ms;
+});
+console.log(`ratios of medians, onnxruntime-web / maskattn: ${DTYPES.map(({ name }) => `${name} ${ratios[`ort_over_${name}`].toFixed(2)}x`).join(', ')}`);
+console.log(`ratios of medians, maskattn float32 / dtype: ${DTYPES.slice(1).map(({ name }) => `${name} ${ratios[`f32_over_${name}`].toFixed(2)}x`).join(', ')}`);
 console.log(`memory: maskattn holds capacity ${TOTAL} positions in wasm memory (allocated once); ORT's present tensors ` +
   `are new JS arrays every token (${TOTAL} positions at the end), plus its past copied into wasm memory each run`);
-console.log(`K/V GB/s: bytes of K and V a step reads (mean length ${(P + (N + 1) / 2).toFixed(0)}; float16 reads half) / median time`);
+console.log(`K/V GB/s: bytes of K and V a step reads (mean length ${(P + (N + 1) / 2).toFixed(0)}, at each dtype's bytes per position) / median time`);
 
 writeJson(args.json, {
   machine: info, node: process.versions.node, ort: { package: 'onnxruntime-web', version: ortVersion, threads: 1, op: 'com.microsoft.GroupQueryAttention' },

@@ -1,0 +1,114 @@
+// Node benchmark, WebAssembly: one decode step (attend one query per head over a resident KV cache)
+// for every cache dtype (float32, float16, q8, q4, q8 keys / q4 values) in every wasm build (SIMD128,
+// relaxed SIMD, scalar, and the threaded relaxed build at 1 and 2 threads), on the MHA shape
+// 1 x 32/32 x 2048 x 128 and the GQA shape 1 x 32/8 x 4096 x 128. Interleaved: each repetition
+// measures every (build, dtype) pair in a new random order; two caches of each rotate so K/V do not
+// stay in the CPU cache; medians. Prints ms per step, GB/s of K/V read, the ratio to the float32
+// cache of the same build, and each dtype's error against float32 (max |dO| / max |V|, cosine).
+//
+//   node bench/js/cache-bench.mjs [--quick] [--shape mha|gqa|both] [--json FILE]
+import v8 from 'node:v8';
+
+v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
+const { init } = await import('../../js/index.js');
+const { lpad, machine, median, pad, rng, writeJson } = await import('./common.mjs');
+
+const argv = process.argv.slice(2);
+const args = { quick: false, shape: 'both', json: null };
+for (let i = 0; i < argv.length; i++) {
+  if (argv[i] === '--quick') args.quick = true;
+  else if (argv[i] === '--shape') args.shape = argv[++i];
+  else if (argv[i] === '--json') args.json = argv[++i];
+  else throw new Error(`unknown argument ${argv[i]} (known: --quick, --shape mha|gqa|both, --json FILE)`);
+}
+const REPS = args.quick ? 7 : 21;
+
+const BUILDS = [
+  { name: 'simd', options: { simd: true, relaxed: false, threads: 1 }, threads: 1 },
+  { name: 'relaxed', options: { simd: true, relaxed: true, threads: 1 }, threads: 1 },
+  { name: 'scalar', options: { simd: false }, threads: 1 },
+  { name: 'relaxed-threads x1', options: { simd: true, relaxed: true, threads: 2 }, threads: 1 },
+  { name: 'relaxed-threads x2', options: { simd: true, relaxed: true, threads: 2 }, threads: 2 },
+];
+const DTYPES = [
+  { name: 'f32', config: { dtype: 'float32' } },
+  { name: 'f16', config: { dtype: 'float16' } },
+  { name: 'q8', config: { dtype: 'q8' } },
+  { name: 'q4', config: { dtype: 'q4' } },
+  { name: 'q8/q4', config: { dtype: 'q8', valueDtype: 'q4' } },
+];
+const SHAPES = [
+  { name: 'MHA', Hq: 32, Hkv: 32, L: 2048, D: 128 },
+  { name: 'GQA', Hq: 32, Hkv: 8, L: 4096, D: 128 },
+].filter((s) => args.shape === 'both' || s.name.toLowerCase() === args.shape);
+
+const modules = new Map();
+for (const b of BUILDS) {
+  const key = JSON.stringify(b.options);
+  if (!modules.has(key)) modules.set(key, await init(b.options));
+  b.ma = modules.get(key);
+}
+const info = machine();
+console.log(`KV cache decode step in WebAssembly (Node ${process.versions.node}), ${info.cpu}, ${info.cores} cores; ${info.date}` +
+  `${args.quick ? ' (QUICK run)' : ''}; median of ${REPS}`);
+
+const results = [];
+for (const s of SHAPES) {
+  const random = rng(7);
+  const fill = (n) => Float32Array.from({ length: n }, () => random());
+  const kv = [0, 1].map(() => ({ k: fill(s.Hkv * s.L * s.D), v: fill(s.Hkv * s.L * s.D) }));
+  const q = { data: fill(s.Hq * s.D), shape: [1, s.Hq, 1, s.D] };
+  let maxV = 0;
+  for (const c of kv) for (const x of c.v) maxV = Math.max(maxV, Math.abs(x));
+  process.stderr.write(`${s.name}: filling caches...\n`);
+  const pairs = [];
+  for (const b of BUILDS) {
+    for (const d of DTYPES) {
+      const caches = kv.map(({ k, v }) => {
+        const c = b.ma.createKVCache({ kvHeads: s.Hkv, capacity: s.L, headDim: s.D, ...d.config });
+        c.append({ data: k, shape: [1, s.Hkv, s.L, s.D] }, { data: v, shape: [1, s.Hkv, s.L, s.D] });
+        return c;
+      });
+      pairs.push({ build: b, dtype: d, caches, times: [], out: caches[0].attend(q, { threads: b.threads }).output.data });
+    }
+  }
+  const order = pairs.map((_, i) => i);
+  const shuffle = rng(99);
+  for (let r = 0; r < REPS; r++) {
+    for (let j = order.length - 1; j > 0; j--) {
+      const k = Math.floor(((shuffle() + 1) / 2) * (j + 1));
+      [order[j], order[k]] = [order[k], order[j]];
+    }
+    for (const i of order) {
+      const p = pairs[i];
+      const cache = p.caches[r % 2];
+      const t0 = performance.now();
+      cache.attend(q, { threads: p.build.threads });
+      p.times.push(performance.now() - t0);
+    }
+    if ((r + 1) % 5 === 0) process.stderr.write(`  ${r + 1}/${REPS}\n`);
+  }
+  console.log(`\n${s.name}: B=1 Hq=${s.Hq} Hkv=${s.Hkv} Lq=1 L=${s.L} D=${s.D}`);
+  console.log(`${pad('build', 20)} ${pad('dtype', 7)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('vs f32', 8)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
+  for (const b of BUILDS) {
+    const mine = pairs.filter((p) => p.build === b);
+    const f32 = median(mine[0].times);
+    for (const p of mine) {
+      const ms = median(p.times);
+      const bytes = p.caches[0].byteLength;
+      let e = 0, ab = 0, aa = 0, bb = 0;
+      const ref = mine[0].out;
+      for (let i = 0; i < ref.length; i++) {
+        e = Math.max(e, Math.abs(p.out[i] - ref[i]));
+        ab += p.out[i] * ref[i]; aa += ref[i] * ref[i]; bb += p.out[i] * p.out[i];
+      }
+      const row = { shape: s.name, build: b.name, dtype: p.dtype.name, ms, gbs: bytes / ms / 1e6, vs_f32: f32 / ms,
+        error: e / maxV, cosine: ab / Math.sqrt(aa * bb) };
+      results.push(row);
+      console.log(`${pad(b.name, 20)} ${pad(row.dtype, 7)} ${lpad(ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
+        `${lpad(`${row.vs_f32.toFixed(2)}x`, 8)} ${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
+    }
+  }
+  for (const p of pairs) for (const c of p.caches) c.dispose();
+}
+writeJson(args.json, { machine: info, node: process.versions.node, quick: args.quick, reps: REPS, results });
