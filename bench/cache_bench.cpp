@@ -6,7 +6,8 @@
 // each dtype's error against the float32 cache on the same Gaussian data (max |ΔO| / max |V| and
 // cosine similarity), and the error of q4 keys with and without rotation on outlier-channel keys.
 //
-//   maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N]
+//   maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE]
+// (--json: the timings as JSON rows, which bench/js/cache-chart.mjs draws with the wasm ones.)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -115,6 +116,8 @@ void accuracy(const Shape& s, std::mt19937& rng) {
               rotated.rel_max / gauss_rot.rel_max);
 }
 
+std::string g_json;  // rows of --json
+
 void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
   const int copies = 4;
   std::fprintf(stderr, "%s: filling %d caches of each dtype (%d positions)...\n", s.name, copies, s.L);
@@ -165,6 +168,11 @@ void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
       const double sec = t_of(dtype, ti), bytes = double(caches[size_t(dtype)].byte_length());
       std::printf("  %-8s %8d %10.3f %10.1f %11.2fx\n", kDtypes[dtype].name, threads[size_t(ti)], sec * 1e3,
                   bytes / sec * 1e-9, t_of(0, ti) / sec);
+      char row[256];
+      std::snprintf(row, sizeof row, "%s{\"shape\": \"%s\", \"build\": \"native %s\", \"threads\": %d, \"dtype\": \"%s\", \"ms\": %.4f}",
+                    g_json.empty() ? "" : ",\n", s.name, maskattn::target_name(maskattn::best_target()), threads[size_t(ti)],
+                    kDtypes[dtype].name, sec * 1e3);
+      g_json += row;
     }
   std::printf("  q8 vs f16 at 1 thread %.2fx; q4 vs q8 %.2fx", t_of(1, 0) / t_of(2, 0), t_of(2, 0) / t_of(3, 0));
   if (nt > 1) std::printf("; 2 threads vs 1: f32 %.2fx, q8 %.2fx, q4 %.2fx", t_of(0, 0) / t_of(0, 1),
@@ -179,13 +187,15 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string shape = "both";
   int max_threads = 2;
+  std::string json;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg == "--quick") quick = true;
     else if (arg == "--shape" && a + 1 < argc) shape = argv[++a];
     else if (arg == "--threads" && a + 1 < argc) max_threads = std::atoi(argv[++a]);
+    else if (arg == "--json" && a + 1 < argc) json = argv[++a];
     else {
-      std::fprintf(stderr, "usage: maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N]\n");
+      std::fprintf(stderr, "usage: maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE]\n");
       return 2;
     }
   }
@@ -200,4 +210,10 @@ int main(int argc, char** argv) {
   const int reps = quick ? 11 : 41;
   if (shape == "mha" || shape == "both") speed({"MHA", 32, 32, 2048, 128}, reps, max_threads, rng);
   if (shape == "gqa" || shape == "both") speed({"GQA", 32, 8, 4096, 128}, reps, max_threads, rng);
+  if (!json.empty()) {
+    if (FILE* f = std::fopen(json.c_str(), "w")) {
+      std::fprintf(f, "{\"results\": [\n%s\n]}\n", g_json.c_str());
+      std::fclose(f);
+    }
+  }
 }

@@ -4,7 +4,7 @@
 // `ma.createKVCache` per layer. Tokens are bytes (vocabulary 256); the weights are random, so the
 // "text" it writes is noise: the point is the loop, not the words.
 //
-//   node examples/generate.mjs [--tokens N] [--dtype float32|float16] [--window W] [--prompt TEXT]
+//   node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT]
 //                              [--seed S] [--check] [--scalar]
 //
 // Per layer and step: RMSNorm -> Q, K, V projections -> rotary positions (RoPE) on Q and K ->
@@ -358,7 +358,7 @@ function parseArgs(argv) {
       process.exit(0);
     } else throw new RangeError(`unknown argument ${arg} (try --help)`);
   }
-  if (a.dtype !== 'float32' && a.dtype !== 'float16') throw new RangeError(`--dtype must be float32 or float16, given ${a.dtype}`);
+  if (!['float32', 'float16', 'q8', 'q4'].includes(a.dtype)) throw new RangeError(`--dtype must be float32, float16, q8 or q4, given ${a.dtype}`);
   return a;
 }
 

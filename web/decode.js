@@ -18,7 +18,7 @@ const EMPTY = '#eef1f4';      // a slot or position the cache does not hold
 const GONE = '#dfe3e8';       // a position overwritten in the ring
 
 /**
- * els: { root, form, dtype, window, windowSize, capacity, ragged, next, play, reset, status, error, fills,
+ * els: { root, form, dtype, window, windowSize, capacity, ragged, next, play, reset, status, memory, error, fills,
  *        weightsCanvas, weightsTooltip, weightsReadout, slotsCanvas, slotsTooltip, slotsReadout,
  *        call, json }
  * getMa() -> the MaskAttn instance in use; expose(state) publishes the state for tests.
@@ -93,6 +93,16 @@ export function setupDecode(els, { getMa, expose }) {
     s.weights = result.weights;
     s.options = options;
     s.active = active;
+    // A float16/q8/q4 cache beside a float32 one fed the same rows: how far rounding moves the output.
+    if (s.reference) {
+      const want = s.reference.attend(q, { queryLengths: options.queryLengths }).output.data;
+      const got = result.output.data;
+      let err = 0;
+      for (let n = 0; n < want.length; n++) err = Math.max(err, Math.abs(got[n] - want[n]));
+      s.error = err;
+    } else {
+      s.error = 0;
+    }
   }
 
   /** A new session: a fresh cache holding the prompts (step 0). */
@@ -101,15 +111,18 @@ export function setupDecode(els, { getMa, expose }) {
     const ma = getMa();
     if (!ma) return;
     s?.cache?.dispose();
+    s?.reference?.dispose();
     const cfg = settings();
     const sentences = texts.slice(0, cfg.B);
     const P = buildProblem(sentences, { seed: SEED, heads: HQ, headDim: D, mode: 'embedding' });
     s = { ...cfg, P, sentences, step: 0, lengths: new Array(cfg.B).fill(0), appended: [], calls: [] };
     try {
-      s.cache = ma.createKVCache({ batch: cfg.B, kvHeads: HKV, capacity: cfg.capacity, headDim: D, dtype: cfg.dtype, window: cfg.window });
+      const config = { batch: cfg.B, kvHeads: HKV, capacity: cfg.capacity, headDim: D, window: cfg.window };
+      s.cache = ma.createKVCache({ ...config, dtype: cfg.dtype });
+      s.reference = cfg.dtype === 'float32' ? null : ma.createKVCache({ ...config, dtype: 'float32' });
       const counts = PROMPT.slice(0, cfg.B);
       const T = Math.max(...counts);
-      s.cache.append(kvRows(P, 'k', s.lengths, counts, T), kvRows(P, 'v', s.lengths, counts, T), { counts });
+      for (const c of [s.cache, s.reference]) c?.append(kvRows(P, 'k', s.lengths, counts, T), kvRows(P, 'v', s.lengths, counts, T), { counts });
       s.appended = counts.map((c, b) => ({ from: 0, count: c, tokens: sentences[b].slice(0, c) }));
       s.lengths = Array.from(s.cache.lengths);
       s.lastAppend = { T, counts };
@@ -128,7 +141,7 @@ export function setupDecode(els, { getMa, expose }) {
     const counts = s.sentences.map((t, b) => (s.lengths[b] < t.length ? 1 : 0));
     try {
       const start = s.lengths.slice();
-      s.cache.append(kvRows(s.P, 'k', start, counts, 1), kvRows(s.P, 'v', start, counts, 1), { counts });
+      for (const c of [s.cache, s.reference]) c?.append(kvRows(s.P, 'k', start, counts, 1), kvRows(s.P, 'v', start, counts, 1), { counts });
       s.appended = counts.map((c, b) => ({ from: start[b], count: c, tokens: s.sentences[b].slice(start[b], start[b] + c) }));
       s.lengths = Array.from(s.cache.lengths);
       s.lastAppend = { T: 1, counts };
@@ -281,6 +294,15 @@ export function setupDecode(els, { getMa, expose }) {
     els.status.textContent = `${s.step === 0 ? 'Prompt' : `Step ${s.step}`}: appended ${added.join(', ')}. ` +
       `cache.lengths = [${s.lengths.join(', ')}], capacity ${s.capacity}${s.window ? `, window ${s.window} (ring)` : ''}, ` +
       `${s.dtype}, byteLength ${s.cache.byteLength}. Computed by ${ma.backend.arch}.` + (done() ? ' End of the text: Reset starts again.' : '');
+    const f32Bytes = s.B * HKV * s.capacity * 2 * D * 4;
+    let maxV = 0;
+    for (const x of s.P.v) if (Number.isFinite(x)) maxV = Math.max(maxV, Math.abs(x));
+    const quantized = s.dtype === 'q8' || s.dtype === 'q4';
+    els.memory.textContent = s.dtype === 'float32'
+      ? `Memory held: ${s.cache.byteLength} bytes (${s.B} × ${HKV} × ${s.capacity} slots × (${D} + ${D}) × 4 bytes). Pick float16, q8 or q4 to see what rounding the stored K and V costs.`
+      : `Memory held: ${s.cache.byteLength} bytes, ${(s.cache.byteLength / f32Bytes).toFixed(2)}× a float32 cache's ${f32Bytes}` +
+        (quantized ? ` (blocks of 32 with a 4-byte scale: at this head size of ${D} a row still takes a whole block; at D = 128 ${s.dtype} takes ${s.dtype === 'q8' ? '0.28' : '0.16'}×)` : '') +
+        `. Against a float32 cache fed the same rows, the output moves by at most ${s.error.toExponential(2)} (${(100 * s.error / maxV).toFixed(3)}% of max |V|).`;
     els.next.disabled = done();
     els.play.disabled = done();
     if (done()) stop();
@@ -300,7 +322,7 @@ const { weights } = cache.attend(q, ${opts});
     const state = {
       step: s.step, B: s.B, Hq: HQ, Hkv: HKV, D, dtype: s.dtype, window: s.window, capacity: s.capacity,
       lengths: s.lengths.slice(), held: Array.from({ length: B }, (_, b) => held(b).count), active: s.active.slice(),
-      byteLength: s.cache.byteLength, done: done(), weightsShape: s.weights.shape.slice(),
+      byteLength: s.cache.byteLength, float32ByteLength: f32Bytes, error: s.error, maxV, done: done(), weightsShape: s.weights.shape.slice(),
       rows: B * HQ, cols: Lk,
       weights: Array.from({ length: B * HQ }, (_, i) => Array.from({ length: Lk }, (_, j) => weightOf(Math.floor(i / HQ), i % HQ, j))),
       kinds: Array.from({ length: B }, (_, b) => Array.from({ length: Lk }, (_, j) => kind(b, j))),

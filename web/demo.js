@@ -326,7 +326,7 @@ async function main() {
     root: $('decode'), form: $('decode-controls'), dtype: $('decode-dtype'), window: $('decode-window'),
     windowSize: $('decode-window-size'), capacity: $('decode-capacity'), ragged: $('decode-ragged'),
     next: $('decode-next'), play: $('decode-play'), reset: $('decode-reset'), status: $('decode-status'),
-    error: $('decode-error'), fills: $('decode-fills'),
+    error: $('decode-error'), fills: $('decode-fills'), memory: $('decode-memory'),
     weightsCanvas: $('decode-weights-canvas'), weightsTooltip: $('decode-weights-tooltip'), weightsReadout: $('decode-weights-readout'),
     slotsCanvas: $('decode-slots-canvas'), slotsTooltip: $('decode-slots-tooltip'), slotsReadout: $('decode-slots-readout'),
     call: $('decode-call'), json: $('decode-json'),

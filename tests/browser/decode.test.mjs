@@ -1,6 +1,6 @@
 // Real-browser test of the demo's KV cache panel (web/decode.js, section #decode): headless Debian
 // Chromium driven by playwright-core, against scripts/serve.mjs on 127.0.0.1 (ephemeral port).
-// Steps through generation token by token, with a ragged batch, a sliding-window ring and float16,
+// Steps through generation token by token, with a ragged batch, a sliding-window ring, float16, q8 and q4,
 // and checks what is drawn against the cache's lengths. Screenshots: test-results/demo-decode*.png.
 //
 //   node --test tests/browser/decode.test.mjs
@@ -177,6 +177,37 @@ test('decode panel: a sliding window makes the cache a ring; float16 halves its 
   // The scalar build draws it too (the session restarts on the new build).
   s = await act(page, () => page.selectOption('#build', 'scalar'));
   assert.match(await page.locator('#decode-status').textContent(), /Computed by scalar/);
+  assert.equal(await decodeError(page), null);
+  await page.close();
+  assert.deepEqual(problems.slice(before), []);
+});
+
+test('decode panel: q8 and q4 caches show their memory and their error against a float32 cache', async () => {
+  const before = problems.length;
+  const page = await openDemo();
+  await page.locator('#decode').scrollIntoViewIfNeeded();
+  let s = await state(page);
+  assert.equal(s.dtype, 'float32');
+  assert.equal(s.error, 0);
+  const f32Bytes = s.byteLength;
+  assert.equal(s.float32ByteLength, f32Bytes);
+  for (const [dtype, blockBytes, bound] of [['q8', 36, 0.02], ['q4', 20, 0.15], ['float16', null, 0.002]]) {
+    s = await act(page, () => page.selectOption('#decode-dtype', dtype));
+    assert.equal(s.dtype, dtype);
+    assert.equal(s.step, 0);
+    for (let n = 0; n < 4; n++) s = await act(page, () => page.click('#decode-next'));
+    assert.deepEqual(s.lengths, expectedLengths(4));
+    // One block of 32 per K or V row at this head size (8): 36 (q8) or 20 (q4) bytes a row.
+    const rows = 2 * 1 * 16 * 2;  // batch x kvHeads x capacity x (K and V)
+    assert.equal(s.byteLength, blockBytes ? rows * blockBytes : f32Bytes / 2);
+    assert.ok(s.error > 0, `${dtype}: a rounded cache moves the output a little`);
+    assert.ok(s.error <= bound * s.maxV, `${dtype}: error ${s.error} within ${bound} of max |V| ${s.maxV}`);
+    const memory = await page.locator('#decode-memory').textContent();
+    assert.match(memory, new RegExp(`Memory held: ${s.byteLength} bytes`));
+    assert.match(memory, /Against a float32 cache fed the same rows, the output moves by at most/);
+    for (let h = 0; h < HQ; h++) assert.ok(Math.abs(s.weights[h].reduce((a, b) => a + b, 0) - 1) < 1e-5, 'weights still sum to 1');
+  }
+  await page.locator('#decode').screenshot({ path: path.join(RESULTS, 'demo-decode-q4.png') });
   assert.equal(await decodeError(page), null);
   await page.close();
   assert.deepEqual(problems.slice(before), []);

@@ -28,6 +28,13 @@ test('README JavaScript example runs and prints the documented results', () => {
   assert.match(out, /RangeError keyLengths\[0\] .*9/);
 });
 
+test('README quantized cache example runs and prints the documented results', () => {
+  const out = runExample('js-quant');
+  assert.match(out, /bytes 131072 28672/);
+  assert.match(out, /max difference below 0\.05/);
+  assert.match(out, /read \[ 2, 100, 64 \] \[ 2, 100, 64 \] from position 0/);
+});
+
 test('README KV cache example runs and prints the documented results', () => {
   const out = runExample('js-cache');
   assert.match(out, /step 0: holds 7 positions, output 1,8,1,16/);
