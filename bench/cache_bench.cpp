@@ -6,7 +6,7 @@
 // each dtype's error against the float32 cache on the same Gaussian data (max |ΔO| / max |V| and
 // cosine similarity), and the error of q4 keys with and without rotation on outlier-channel keys.
 //
-//   maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE]
+//   maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE] [--accuracy]
 // (--json: the timings as JSON rows, which bench/js/cache-chart.mjs draws with the wasm ones.)
 #include <algorithm>
 #include <chrono>
@@ -105,20 +105,30 @@ void accuracy(const Shape& s, std::mt19937& rng) {
   }
   // Outlier channels: the same keys with channels 3 and 77 scaled 10x (q stays Gaussian).
   const Error gauss_rot = error_against(ref, run(config(s, kDtypes[3], maskattn::KeyRotation::hadamard)), vmax);
+  const Error gauss_q8 = error_against(ref, run(config(s, kDtypes[2])), vmax);
   for (size_t j = 0; j < kv / size_t(s.D); ++j)
     for (int c : {3, 77 % s.D}) k[j * size_t(s.D) + size_t(c)] *= 10.0f;
   const std::vector<float> ref_out = run(config(s, kDtypes[0]));
   const Error plain = error_against(ref_out, run(config(s, kDtypes[3], maskattn::KeyRotation::none)), vmax);
   const Error rotated = error_against(ref_out, run(config(s, kDtypes[3], maskattn::KeyRotation::hadamard)), vmax);
+  const Error outlier_q8 = error_against(ref_out, run(config(s, kDtypes[2])), vmax);
   std::printf("  q4 keys (q4 values) on keys with 2 outlier channels (10x): not rotated %.4f%% (cosine %.6f), "
               "rotated %.4f%% (cosine %.6f); rotated on Gaussian keys %.4f%%: outliers cost %.2fx\n",
               100 * plain.rel_max, plain.cosine, 100 * rotated.rel_max, rotated.cosine, 100 * gauss_rot.rel_max,
               rotated.rel_max / gauss_rot.rel_max);
+  // How much more sensitive the outlier data is in itself: the same ratio for 8-bit keys and values.
+  std::printf("  for comparison, q8 on the same outlier keys %.4f%% vs Gaussian %.4f%%: %.2fx\n", 100 * outlier_q8.rel_max,
+              100 * gauss_q8.rel_max, outlier_q8.rel_max / gauss_q8.rel_max);
 }
 
-std::string g_json;  // rows of --json
+std::string g_json;        // rows of --json
+bool g_accuracy_only = false;  // --accuracy: the errors only, no timing
 
 void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
+  if (g_accuracy_only) {
+    std::printf("%s: B=1 Hq=%d Hkv=%d Lq=1 L=%d D=%d\n", s.name, s.Hq, s.Hkv, s.L, s.D);
+    return accuracy(s, rng);
+  }
   const int copies = 4;
   std::fprintf(stderr, "%s: filling %d caches of each dtype (%d positions)...\n", s.name, copies, s.L);
   std::vector<maskattn::KVCache> caches;  // [copy * kNumDtypes + dtype]
@@ -194,14 +204,15 @@ int main(int argc, char** argv) {
     else if (arg == "--shape" && a + 1 < argc) shape = argv[++a];
     else if (arg == "--threads" && a + 1 < argc) max_threads = std::atoi(argv[++a]);
     else if (arg == "--json" && a + 1 < argc) json = argv[++a];
+    else if (arg == "--accuracy") g_accuracy_only = true;
     else {
-      std::fprintf(stderr, "usage: maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE]\n");
+      std::fprintf(stderr, "usage: maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE] [--accuracy]\n");
       return 2;
     }
   }
   std::mt19937 rng(7);
   std::fprintf(stderr, "measuring read bandwidth...\n");
-  {
+  if (!g_accuracy_only) {
     std::vector<float> big(size_t(128) << 20, 1.0f);  // 512 MiB
     std::printf("read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n",
                 probes::read_bandwidth(big.data(), big.size(), 1, 5).best_gbs,
