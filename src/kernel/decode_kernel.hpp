@@ -159,7 +159,8 @@ class DecodeAttention {
         q = rotated;
       }
       quantize_row(KVType::q8, q, p_.D, q8);
-      rows[r].qq = QRow::prepare(q8, p_.D, nb_, QD::kQ8Offset, base + r * QRow::bytes(nb_));
+      rows[r].qq = QRow::prepare(q8, p_.D, nb_, QD::kQ8Offset, base + r * QRow::bytes(nb_),
+                                 QD::kQ4PairOrder && p_.k_type == KVType::q4);
     }
   }
 

@@ -56,7 +56,11 @@ struct QueryRow {
 
   static int64_t bytes(int64_t nb) { return nb * (32 * int64_t(sizeof(QElem)) + 4 + 64); }
   // Lays the row out at `at` (bytes(nb) bytes, 4-byte aligned) from a q8 row (kernel/quant.hpp).
-  static QueryRow prepare(const uint8_t* q8row, int64_t D, int64_t nb, int32_t q8_offset, uint8_t* at) {
+  // q4_pairs: each pair of blocks (A, B) in the order q4 keys load into a zmm, [A 0-15, B 0-15,
+  // A 16-31, B 16-31], with the q4 constants in lanes 0 (A) and 4 (B): AVX-512 VNNI then takes two
+  // blocks of nibbles with one load, shift and mask instead of rebuilding the element order.
+  static QueryRow prepare(const uint8_t* q8row, int64_t D, int64_t nb, int32_t q8_offset, uint8_t* at,
+                          bool q4_pairs = false) {
     QueryRow r;
     auto* q = reinterpret_cast<QElem*>(at);
     auto* d = reinterpret_cast<float*>(at + nb * 32 * int64_t(sizeof(QElem)));
@@ -74,6 +78,19 @@ struct QueryRow {
       b8[blk * 8] = -q8_offset * sum;
       b4[blk * 8] = -8 * sum;
     }
+    if (q4_pairs)
+      for (int64_t p = 0; p + 2 <= nb; p += 2) {
+        QElem pair[64];
+        for (int i = 0; i < 16; ++i) {
+          pair[i] = q[p * 32 + i];
+          pair[16 + i] = q[(p + 1) * 32 + i];
+          pair[32 + i] = q[p * 32 + 16 + i];
+          pair[48 + i] = q[(p + 1) * 32 + 16 + i];
+        }
+        std::memcpy(q + p * 32, pair, sizeof pair);
+        b4[p * 8 + 4] = b4[(p + 1) * 8];  // B's constant in lane 4 of the pair's 16
+        b4[(p + 1) * 8] = 0;
+      }
     r.q = q; r.d = d; r.bias8 = b8; r.bias4 = b4;
     return r;
   }
@@ -105,6 +122,7 @@ struct DequantThroughMemory {
 
 // The scalar definitions (the scalar target, and the meaning of every vector version).
 struct QuantDotScalar {
+  static constexpr bool kQ4PairOrder = false;
   static constexpr bool kIntegerValues = false;  // P·V dequantizes V (see QuantDot's SIMD128 version)
   using FArch = ScalarArch;
   using Row = QueryRow<int8_t>;
@@ -228,6 +246,7 @@ struct QuantDot
   using Row = QueryRow<int8_t>;
   static constexpr const char* kName = "vpdpbusd";
   static constexpr int32_t kQ8Offset = 128;  // keys biased to unsigned bytes: Σ (k + 128) q - 128 Σ q
+  static constexpr bool kQ4PairOrder = true;  // QueryRow::prepare(..., q4_pairs)
   // 32 nibbles of one block as unsigned bytes in element order.
   static __m256i nibbles(const uint8_t* k) {
     const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k)), m = _mm_set1_epi8(15);
@@ -237,12 +256,18 @@ struct QuantDot
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     __m512 acc[RB];  // in registers for the whole row (the caller's array would round-trip memory)
     for (int r = 0; r < RB; ++r) acc[r] = out[r * stride];
-    const __m512i pair_lanes = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    // Which block's scale each lane takes: q8 pairs are [A | B]; q4 pairs [A lo, B lo, A hi, B hi].
+    const __m512i pair_lanes = Q4 ? _mm512_set_epi32(1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0)
+                                  : _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     int64_t blk = 0;
     for (; blk + 2 <= nb; blk += 2) {
       __m512i kv;
-      if constexpr (Q4) kv = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles(k + blk * 16)), nibbles(k + blk * 16 + 16), 1);
-      else kv = _mm512_xor_si512(_mm512_loadu_si512(k + blk * 32), _mm512_set1_epi8(char(0x80)));
+      if constexpr (Q4) {  // 32 bytes = two blocks' nibbles: [A lo, B lo | A hi, B hi] in one go
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + blk * 16)), m = _mm256_set1_epi8(15);
+        kv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(x, m)), _mm256_and_si256(_mm256_srli_epi16(x, 4), m), 1);
+      } else {
+        kv = _mm512_xor_si512(_mm512_loadu_si512(k + blk * 32), _mm512_set1_epi8(char(0x80)));
+      }
       const __m128 kd = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kscales + blk)));
       for (int r = 0; r < RB; ++r) {
         const int32_t* bias = (Q4 ? q[r]->bias4 : q[r]->bias8) + blk * 8;
@@ -277,6 +302,7 @@ struct QuantDot
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
   static constexpr const char* kName = "vpmaddubsw";
+  static constexpr bool kQ4PairOrder = false;
   static constexpr int32_t kQ8Offset = 0;
   static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   static __m256i nibbles(const uint8_t* k) {
@@ -311,6 +337,7 @@ struct QuantDot
 
 #elif defined(__wasm_simd128__) || defined(__SSE2__) || defined(__ARM_NEON)
   // ------------------------------------------------ 128-bit: SIMD128 (relaxed build too), SSE2, NEON
+  static constexpr bool kQ4PairOrder = false;
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
   // A key block is prepared once (widened, or |k| and its signs) and used by every row.
