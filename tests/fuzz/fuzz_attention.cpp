@@ -544,17 +544,29 @@ void cache_case(FuzzedDataProvider& in) {
   c.capacity = in.ConsumeIntegralInRange<int64_t>(1, 40);
   c.head_dim = in.ConsumeIntegralInRange<int64_t>(1, 16);
   c.value_dim = in.ConsumeIntegralInRange<int64_t>(1, 16);
-  c.dtype = in.ConsumeBool() ? maskattn::KVType::f16 : maskattn::KVType::f32;
+  using maskattn::KVType;
+  c.dtype = in.PickValueInArray({KVType::f32, KVType::f16, KVType::q8, KVType::q4});
+  if (in.ConsumeBool()) c.value_dtype = in.PickValueInArray({KVType::f32, KVType::f16, KVType::q8, KVType::q4});
+  if (in.ConsumeBool()) c.key_rotation = maskattn::KeyRotation::none;
   c.window = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, c.capacity) : 0;
   maskattn::KVCache cache(c);
-  const bool half = c.dtype == maskattn::KVType::f16;
+  const KVType kt = cache.config().key_dtype.value(), vt = cache.config().value_dtype.value();
+  const bool half = kt == KVType::f16 && vt == KVType::f16;
+  // Quantized sides are checked against the cache's own contents (read()), with queries q8 holds
+  // exactly when the keys are quantized (docs/semantics.md: then the plain fp32 bound applies).
+  const bool quantized = kt == KVType::q8 || kt == KVType::q4 || vt == KVType::q8 || vt == KVType::q4;
+  // Rotated keys: the query is rotated before it is quantized, so no query is exact; O is then held
+  // to the documented bound for quantizing Q instead (weights and lse are not compared).
+  const bool rotated = cache.keys_rotated();
+  const bool exact_queries = (kt == KVType::q8 || kt == KVType::q4) && !rotated;
   const int64_t B = c.batch, H = c.kv_heads, D = c.head_dim, Dv = c.value_dim;
   Gen g{in.ConsumeIntegral<uint64_t>()};
   // shadow[b][h]: K rows then V rows of every position sequence b holds, as the cache stores them.
   std::vector<std::vector<std::vector<float>>> sk(static_cast<size_t>(B), std::vector<std::vector<float>>(static_cast<size_t>(H)));
   std::vector<std::vector<std::vector<float>>> sv = sk;
   std::vector<int32_t> lengths(static_cast<size_t>(B), 0);
-  auto stored = [&](float x) { return half ? maskattn::half_to_float(maskattn::float_to_half(x)) : x; };
+  auto stored_as = [&](KVType t, float x) { return t == KVType::f16 ? maskattn::half_to_float(maskattn::float_to_half(x)) : x; };
+  (void)half;
   const int ops = in.ConsumeIntegralInRange<int>(1, 8);
   for (int op = 0; op < ops && in.remaining_bytes() > 0; ++op) {
     const int kind = in.ConsumeIntegralInRange<int>(0, 5);
@@ -583,8 +595,8 @@ void cache_case(FuzzedDataProvider& in) {
         const int64_t n = counts.empty() ? T : counts[size_t(b)];
         for (int64_t h = 0; h < H; ++h)
           for (int64_t t = 0; t < n; ++t) {
-            for (int64_t d = 0; d < D; ++d) sk[size_t(b)][size_t(h)].push_back(stored(k[size_t(((b * H + h) * T + t) * D + d)]));
-            for (int64_t d = 0; d < Dv; ++d) sv[size_t(b)][size_t(h)].push_back(stored(v[size_t(((b * H + h) * T + t) * Dv + d)]));
+            for (int64_t d = 0; d < D; ++d) sk[size_t(b)][size_t(h)].push_back(stored_as(kt, k[size_t(((b * H + h) * T + t) * D + d)]));
+            for (int64_t d = 0; d < Dv; ++d) sv[size_t(b)][size_t(h)].push_back(stored_as(vt, v[size_t(((b * H + h) * T + t) * Dv + d)]));
           }
         lengths[size_t(b)] += int32_t(n);
       }
@@ -625,9 +637,24 @@ void cache_case(FuzzedDataProvider& in) {
       o.target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
       o.kernel = in.PickValueInArray({Kernel::automatic, Kernel::prefill, Kernel::decode, Kernel::decode_split});
       o.threads = in.ConsumeIntegralInRange<int>(1, 2);
+      g_case = "cache B=" + std::to_string(B) + " Hkv=" + std::to_string(H) + " Hq=" + std::to_string(Hq) + " Lq=" +
+               std::to_string(Lq) + " D=" + std::to_string(D) + " Dv=" + std::to_string(Dv) + " capacity=" +
+               std::to_string(c.capacity) + " window=" + std::to_string(c.window) + " K " + maskattn::kv_type_name(kt) +
+               " V " + maskattn::kv_type_name(vt) + " target " + maskattn::target_name(o.target) + " kernel " +
+               maskattn::kernel_name(o.kernel) + " causal " + std::to_string(o.causal) + " window option [" +
+               std::to_string(o.window.left) + ", " + std::to_string(o.window.right) + "] softcap " +
+               std::to_string(o.softcap) + " lengths";
+      for (int32_t x : lengths) g_case += " " + std::to_string(x);
       std::vector<float> q(size_t(B * Hq * Lq * D)), outv(size_t(B * Hq * Lq * Dv), kSentinel), w(size_t(B * Hq * Lq * Lk), kSentinel),
           l(size_t(B * Hq * Lq), kSentinel);
       for (float& x : q) x = g.uniform(-1, 1);
+      if (exact_queries)  // per block of 32: integers in [-127, 127] (127 among them) times 2^-6
+        for (int64_t row = 0; row < B * Hq * Lq; ++row)
+          for (int64_t b0 = 0; b0 < D; b0 += 32) {
+            const int64_t len = std::min<int64_t>(32, D - b0);
+            for (int64_t i = 0; i < len; ++i) q[size_t(row * D + b0 + i)] = std::round(g.uniform(-127, 127)) / 64.0f;
+            q[size_t(row * D + b0)] = 127.0f / 64.0f;
+          }
       maskattn::ExtraOutputs extra;
       extra.weights = w.data();
       extra.lse = l.data();
@@ -640,13 +667,24 @@ void cache_case(FuzzedDataProvider& in) {
         for (float x : outv) FUZZ_CHECK(x == kSentinel, "a refused attend wrote its output");
         continue;
       }
-      // The same problem on plain tensors: every position each sequence holds.
+      // The same problem on plain tensors: every position each sequence holds (quantized: what
+      // read() returns, positions before `start` zero: a ring's window never reaches them).
       std::vector<float> kp(size_t(B * H * Lk * D), 0.0f), vp(size_t(B * H * Lk * Dv), 0.0f);
-      for (int64_t b = 0; b < B; ++b)
+      for (int64_t b = 0; b < B; ++b) {
+        if (quantized) {
+          const maskattn::KVCache::Contents got = cache.read(b);
+          FUZZ_CHECK(got.start + got.length == lengths[size_t(b)], "read(): start + length is the sequence's length");
+          for (int64_t h = 0; h < H; ++h) {
+            std::copy_n(got.key.begin() + h * got.length * D, got.length * D, kp.begin() + ((b * H + h) * Lk + got.start) * D);
+            std::copy_n(got.value.begin() + h * got.length * Dv, got.length * Dv, vp.begin() + ((b * H + h) * Lk + got.start) * Dv);
+          }
+          continue;
+        }
         for (int64_t h = 0; h < H; ++h) {
           std::copy(sk[size_t(b)][size_t(h)].begin(), sk[size_t(b)][size_t(h)].end(), kp.begin() + (b * H + h) * Lk * D);
           std::copy(sv[size_t(b)][size_t(h)].begin(), sv[size_t(b)][size_t(h)].end(), vp.begin() + (b * H + h) * Lk * Dv);
         }
+      }
       Options ro = o;
       ro.target = Target::reference;
       ro.key_lengths = lengths;
@@ -658,9 +696,30 @@ void cache_case(FuzzedDataProvider& in) {
       const auto kv = maskattn::bhld<const float>(kp.data(), B, H, Lk, D), vv = maskattn::bhld<const float>(vp.data(), B, H, Lk, Dv);
       const ReferenceResult r64 = maskattn::reference_attention(qv, kv, vv, ro, maskattn::Precision::fp64);
       const ReferenceResult r32 = maskattn::reference_attention(qv, kv, vv, ro, maskattn::Precision::fp32);
-      compare("cache O", outv, r64.out, r32.out, 2e-6, 1e-5, 0);
-      compare("cache weights", w, r64.weights, r32.weights, 2e-6, 0, 0);
-      compare("cache lse", l, r64.lse, r32.lse, 4e-6, 0, 1e-6);
+      if (rotated) {  // |O - O_ref| <= (e^(2δ) - 1) max|V| + fp32, δ by Cauchy-Schwarz (docs/semantics.md)
+        double vmax = 0, kmax = 0, qmax = 0;
+        for (float x : vp) vmax = std::max(vmax, std::fabs(double(x)));
+        for (int64_t j = 0; j < B * H * Lk; ++j) {
+          double s2 = 0;
+          for (int64_t d = 0; d < D; ++d) s2 += double(kp[size_t(j * D + d)]) * kp[size_t(j * D + d)];
+          kmax = std::max(kmax, std::sqrt(s2));
+        }
+        for (int64_t r = 0; r < B * Hq * Lq; ++r) {
+          double s2 = 0;
+          for (int64_t d = 0; d < D; ++d) s2 += double(q[size_t(r * D + d)]) * q[size_t(r * D + d)];
+          qmax = std::max(qmax, std::sqrt(s2));
+        }
+        const double delta = qmax * kmax / 254.0;  // scale 1/sqrt(D) times sqrt(D)
+        const double bound = (std::exp(2 * delta) - 1) * vmax + 1e-5;
+        for (size_t n = 0; n < outv.size(); ++n) {
+          if (std::isnan(r64.out[n])) FUZZ_CHECK(std::isnan(outv[n]), "cache O (rotated keys): NaN expected");
+          else FUZZ_CHECK(std::fabs(double(outv[n]) - r64.out[n]) <= bound, "cache O (rotated keys) beyond the bound for quantizing Q");
+        }
+      } else {
+        compare("cache O", outv, r64.out, r32.out, 2e-6, 1e-5, 0);
+        compare("cache weights", w, r64.weights, r32.weights, 2e-6, 0, 0);
+        compare("cache lse", l, r64.lse, r32.lse, 4e-6, 0, 1e-6);
+      }
     }
   }
 }
