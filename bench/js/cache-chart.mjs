@@ -22,7 +22,7 @@ const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;');
 let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="system-ui, sans-serif" font-size="12">\n`;
 svg += `<rect width="${W}" height="${H}" fill="#fff"/>\n`;
 svg += `<text x="${left}" y="20" font-size="14" font-weight="600">KV cache decode step, 1 thread: ms per step by cache dtype (lower is better)</text>\n`;
-svg += `<text x="${left}" y="36" fill="#555">MHA 1×32/32×2048×128, GQA 1×32/8×4096×128; bars labelled with the speedup over the same build's float32 cache</text>\n`;
+svg += `<text x="${left}" y="36" fill="#555">MHA 1×32/32×2048×128, GQA 1×32/8×4096×128; labels: speedup over the same build's float32 cache</text>\n`;
 SHAPES.forEach((shape, si) => {
   const x0 = left + si * panelW;
   const cells = GROUPS.map((g) => DTYPES.map((d) => g.rows.find((r) => r.shape === shape && r.dtype === d)?.ms ?? NaN));
