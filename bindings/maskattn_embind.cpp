@@ -1,4 +1,4 @@
-// Embind layer: thin on purpose. JavaScript (js/index.js) places tensors in wasm memory and passes
+// Embind layer: thin on purpose. JavaScript (js/wasm-call.js, the wire protocol) places tensors in wasm memory and passes
 // their addresses and shapes; the library's own validation checks everything, and every C++
 // exception is caught here and turned into a status code plus message, so a bad argument or an
 // out-of-memory never aborts the module and it stays usable.

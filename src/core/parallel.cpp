@@ -7,7 +7,7 @@
 // same, as they never depend on the thread count.
 //
 // WebAssembly (Emscripten pthreads): the workers are the module's Web Workers, started with it
-// (js/index.js sizes the pool; a call never asks for more threads than it has). A browser's main
+// (js/load.js sizes the pool; a call never asks for more threads than it has). A browser's main
 // thread may not sleep (Atomics.wait throws there, and Emscripten's futex would spin and warn), so a
 // caller on it spins instead of sleeping while the workers finish their last units.
 #include "core/parallel.hpp"
