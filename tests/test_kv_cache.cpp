@@ -132,12 +132,7 @@ struct Shadow {
 
 class KVCacheTest : public TargetTest {
  protected:
-  maskattn::Options options() const {
-    maskattn::Options o = KVCache::default_options();
-    o.target = target().target;
-    o.kernel = target().kernel;
-    return o;
-  }
+  maskattn::Options options() const { return cache_options(); }
 
   // Checks cache.attend(q, opt) against the reference per sequence (window: the ring's rule).
   void check_attend(const KVCache& cache, const Shadow& shadow, int64_t Hq, int64_t Lq, Rng& rng,
@@ -154,12 +149,7 @@ class KVCacheTest : public TargetTest {
       const int64_t L = shadow.length(b);
       ASSERT_EQ(L, cache.lengths()[size_t(b)]);
       const std::vector<float> kb = shadow.tensor(b, true), vb = shadow.tensor(b, false);
-      maskattn::Options ro = opt;
-      ro.target = Target::reference;
-      if (cfg.window > 0) {
-        ro.window.left = ro.window.left < 0 ? cfg.window - 1 : std::min<int64_t>(ro.window.left, cfg.window - 1);
-        ro.window.right = 0;
-      }
+      const maskattn::Options ro = maskattn_test::cache_reference_options(opt, cfg.window);
       const float* qb = q.data() + b * Hq * Lq * D;
       auto run_ref = [&](maskattn::Precision prec) {
         return maskattn::reference_attention(maskattn::bhld(qb, 1, Hq, Lq, D), maskattn::bhld(kb.data(), 1, cfg.kv_heads, L, D),
@@ -347,15 +337,7 @@ INSTANTIATE_TEST_SUITE_P(Targets, KVCacheTest, ::testing::ValuesIn(maskattn_test
 // Bad input: each names the argument; nothing changes.
 // ---------------------------------------------------------------------------------------------
 
-void expect_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ArgumentError naming " << argument;
-  } catch (const ArgumentError& e) {
-    EXPECT_EQ(e.argument(), argument) << e.what();
-    EXPECT_EQ(e.is_type_error(), type_error) << e.what();
-  }
-}
+using maskattn_test::expect_argument_error;
 
 TEST(KVCacheErrors, ConfigurationFieldsAreNamed) {
   auto make = [](std::function<void(KVCacheConfig&)> change) {
@@ -366,16 +348,16 @@ TEST(KVCacheErrors, ConfigurationFieldsAreNamed) {
       KVCache cache(c);
     };
   };
-  expect_error(make([](KVCacheConfig& c) { c.batch = 0; }), "batch");
-  expect_error(make([](KVCacheConfig& c) { c.kv_heads = -1; }), "kv_heads");
-  expect_error(make([](KVCacheConfig& c) { c.capacity = 0; }), "capacity");
-  expect_error(make([](KVCacheConfig& c) { c.capacity = int64_t(1) << 24; }), "capacity");
-  expect_error(make([](KVCacheConfig& c) { c.head_dim = 0; }), "head_dim");
-  expect_error(make([](KVCacheConfig& c) { c.value_dim = -2; }), "value_dim");
-  expect_error(make([](KVCacheConfig& c) { c.dtype = static_cast<KVType>(7); }), "dtype", true);
-  expect_error(make([](KVCacheConfig& c) { c.window = -1; }), "window");
-  expect_error(make([](KVCacheConfig& c) { c.window = 5; }), "capacity");  // capacity 4 < window 5
-  expect_error(make([](KVCacheConfig& c) { c.batch = int64_t(1) << 40; c.capacity = 1 << 20; }), "capacity");
+  expect_argument_error(make([](KVCacheConfig& c) { c.batch = 0; }), "batch");
+  expect_argument_error(make([](KVCacheConfig& c) { c.kv_heads = -1; }), "kv_heads");
+  expect_argument_error(make([](KVCacheConfig& c) { c.capacity = 0; }), "capacity");
+  expect_argument_error(make([](KVCacheConfig& c) { c.capacity = int64_t(1) << 24; }), "capacity");
+  expect_argument_error(make([](KVCacheConfig& c) { c.head_dim = 0; }), "head_dim");
+  expect_argument_error(make([](KVCacheConfig& c) { c.value_dim = -2; }), "value_dim");
+  expect_argument_error(make([](KVCacheConfig& c) { c.dtype = static_cast<KVType>(7); }), "dtype", true);
+  expect_argument_error(make([](KVCacheConfig& c) { c.window = -1; }), "window");
+  expect_argument_error(make([](KVCacheConfig& c) { c.window = 5; }), "capacity");  // capacity 4 < window 5
+  expect_argument_error(make([](KVCacheConfig& c) { c.batch = int64_t(1) << 40; c.capacity = 1 << 20; }), "capacity");
 }
 
 TEST(KVCacheErrors, MisuseIsNamedAndChangesNothing) {
@@ -384,20 +366,20 @@ TEST(KVCacheErrors, MisuseIsNamedAndChangesNothing) {
   KVCache cache(c);
   std::vector<float> k(2 * 2 * 3 * 4, 0.25f), q(2 * 2 * 1 * 4, 0.5f), o(q.size());
   cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4));
-  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 1, 6, 4), maskattn::bhld(k.data(), 2, 1, 6, 4)); }, "k");
-  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 2, 4)); }, "v");
-  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4), std::vector<int32_t>{1}); }, "counts");
-  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4), std::vector<int32_t>{1, 4}); }, "counts[1]");
-  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4, 10), maskattn::bhld(k.data(), 2, 2, 3, 4)); }, "k");
-  expect_error([&] { cache.truncate(std::vector<int32_t>{4, 1}); }, "lengths[0]");
-  expect_error([&] { cache.truncate(std::vector<int32_t>{-1, 1}); }, "lengths[0]");
-  expect_error([&] { cache.truncate(std::vector<int32_t>{1}); }, "lengths");
+  expect_argument_error([&] { cache.append(maskattn::bhld(k.data(), 2, 1, 6, 4), maskattn::bhld(k.data(), 2, 1, 6, 4)); }, "k");
+  expect_argument_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 2, 4)); }, "v");
+  expect_argument_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4), std::vector<int32_t>{1}); }, "counts");
+  expect_argument_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4), maskattn::bhld(k.data(), 2, 2, 3, 4), std::vector<int32_t>{1, 4}); }, "counts[1]");
+  expect_argument_error([&] { cache.append(maskattn::bhld(k.data(), 2, 2, 3, 4, 10), maskattn::bhld(k.data(), 2, 2, 3, 4)); }, "k");
+  expect_argument_error([&] { cache.truncate(std::vector<int32_t>{4, 1}); }, "lengths[0]");
+  expect_argument_error([&] { cache.truncate(std::vector<int32_t>{-1, 1}); }, "lengths[0]");
+  expect_argument_error([&] { cache.truncate(std::vector<int32_t>{1}); }, "lengths");
   maskattn::Options with_lengths = KVCache::default_options();
   std::vector<int32_t> kl = {3, 3};
   with_lengths.key_lengths = kl;
-  expect_error([&] { cache.attend(maskattn::bhld(q.data(), 2, 2, 1, 4), maskattn::bhld(o.data(), 2, 2, 1, 4), with_lengths); }, "key_lengths");
-  expect_error([&] { cache.attend(maskattn::bhld(q.data(), 2, 3, 1, 4), maskattn::bhld(o.data(), 2, 3, 1, 4)); }, "q");
-  expect_error([&] { cache.attend(maskattn::bhld(q.data(), 1, 2, 1, 4), maskattn::bhld(o.data(), 1, 2, 1, 4)); }, "q");
+  expect_argument_error([&] { cache.attend(maskattn::bhld(q.data(), 2, 2, 1, 4), maskattn::bhld(o.data(), 2, 2, 1, 4), with_lengths); }, "key_lengths");
+  expect_argument_error([&] { cache.attend(maskattn::bhld(q.data(), 2, 3, 1, 4), maskattn::bhld(o.data(), 2, 3, 1, 4)); }, "q");
+  expect_argument_error([&] { cache.attend(maskattn::bhld(q.data(), 1, 2, 1, 4), maskattn::bhld(o.data(), 1, 2, 1, 4)); }, "q");
   EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{3, 3}));
 }
 

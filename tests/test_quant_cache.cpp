@@ -194,12 +194,7 @@ const Case kCases[] = {{KVType::q8, KVType::q8, KeyRotation::automatic, "q8"},
 
 class QuantCacheTest : public TargetTest {
  protected:
-  maskattn::Options options() const {
-    maskattn::Options o = KVCache::default_options();
-    o.target = target().target;
-    o.kernel = target().kernel;
-    return o;
-  }
+  maskattn::Options options() const { return cache_options(); }
 
   // Queries that q8 represents exactly: per block of 32, integers in [-127, 127] (one of them
   // ±127) times a step. The kernel's quantization then changes nothing.
@@ -235,12 +230,7 @@ class QuantCacheTest : public TargetTest {
           std::copy_n(c.key.begin() + (h * c.length + i) * D, D, kf.begin() + (h * L + c.start + i) * D);
           std::copy_n(c.value.begin() + (h * c.length + i) * Dv, Dv, vf.begin() + (h * L + c.start + i) * Dv);
         }
-      maskattn::Options ro = opt;
-      ro.target = Target::reference;
-      if (cfg.window > 0) {
-        ro.window.left = ro.window.left < 0 ? cfg.window - 1 : std::min<int64_t>(ro.window.left, cfg.window - 1);
-        ro.window.right = 0;
-      }
+      const maskattn::Options ro = maskattn_test::cache_reference_options(opt, cfg.window);
       const float* qb = q.data() + b * Hq * Lq * D;
       auto run_ref = [&](maskattn::Precision prec) {
         return maskattn::reference_attention(maskattn::bhld(qb, 1, Hq, Lq, D), maskattn::bhld(kf.data(), 1, H, L, D),
@@ -403,15 +393,7 @@ INSTANTIATE_TEST_SUITE_P(Targets, QuantCacheTest, ::testing::ValuesIn(maskattn_t
 // Bad input
 // ---------------------------------------------------------------------------------------------
 
-void expect_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an ArgumentError naming " << argument;
-  } catch (const ArgumentError& e) {
-    EXPECT_EQ(e.argument(), argument) << e.what();
-    EXPECT_EQ(e.is_type_error(), type_error) << e.what();
-  }
-}
+using maskattn_test::expect_argument_error;
 
 TEST(QuantCacheErrors, ConfigurationAndMisuseAreNamed) {
   auto make = [](std::function<void(KVCacheConfig&)> change) {
@@ -421,21 +403,21 @@ TEST(QuantCacheErrors, ConfigurationAndMisuseAreNamed) {
       KVCache cache(c);
     };
   };
-  expect_error(make([](KVCacheConfig& c) { c.key_dtype = static_cast<KVType>(9); }), "key_dtype", true);
-  expect_error(make([](KVCacheConfig& c) { c.value_dtype = static_cast<KVType>(-1); }), "value_dtype", true);
-  expect_error(make([](KVCacheConfig& c) { c.key_rotation = static_cast<KeyRotation>(5); }), "key_rotation", true);
-  expect_error(make([](KVCacheConfig& c) { c.dtype = KVType::f32; c.value_dtype.reset(); c.key_rotation = KeyRotation::hadamard; }),
+  expect_argument_error(make([](KVCacheConfig& c) { c.key_dtype = static_cast<KVType>(9); }), "key_dtype", true);
+  expect_argument_error(make([](KVCacheConfig& c) { c.value_dtype = static_cast<KVType>(-1); }), "value_dtype", true);
+  expect_argument_error(make([](KVCacheConfig& c) { c.key_rotation = static_cast<KeyRotation>(5); }), "key_rotation", true);
+  expect_argument_error(make([](KVCacheConfig& c) { c.dtype = KVType::f32; c.value_dtype.reset(); c.key_rotation = KeyRotation::hadamard; }),
                "key_rotation");
-  expect_error(make([](KVCacheConfig& c) { c.head_dim = 33; c.key_rotation = KeyRotation::hadamard; }), "key_rotation");
+  expect_argument_error(make([](KVCacheConfig& c) { c.head_dim = 33; c.key_rotation = KeyRotation::hadamard; }), "key_rotation");
   KVCache cache(config(2, 1, 4, 32, 32, KVType::q4, KVType::q8));
-  expect_error([&] { cache.read(2); }, "b");
-  expect_error([&] { cache.read(-1); }, "b");
+  expect_argument_error([&] { cache.read(2); }, "b");
+  expect_argument_error([&] { cache.read(-1); }, "b");
   std::vector<uint16_t> h(2 * 32);
-  expect_error([&] {
+  expect_argument_error([&] {
     cache.append(maskattn::bhld<const uint16_t>(h.data(), 2, 1, 1, 32), maskattn::bhld<const uint16_t>(h.data(), 2, 1, 1, 32));
   }, "k", true);
   std::vector<float> k(2 * 32, 1.0f);
-  expect_error([&] { cache.append(maskattn::bhld(k.data(), 2, 1, 1, 16), maskattn::bhld(k.data(), 2, 1, 1, 32)); }, "k");
+  expect_argument_error([&] { cache.append(maskattn::bhld(k.data(), 2, 1, 1, 16), maskattn::bhld(k.data(), 2, 1, 1, 32)); }, "k");
   EXPECT_EQ(cache.lengths(), (std::vector<int32_t>{0, 0})) << "nothing written";
   // An odd head_dim: q4 keys are then not rotated (automatic), and everything still works.
   KVCache odd(config(1, 1, 4, 33, 33, KVType::q4, KVType::q4));

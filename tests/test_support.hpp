@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -151,6 +152,28 @@ inline std::string target_label(const KernelTarget& t) {
 }
 inline void PrintTo(const KernelTarget& t, std::ostream* os) { *os << target_label(t); }
 
+// The reference's options for a KV cache's attend(opt): a window cache adds the ring's rule
+// d(i) - W + 1 <= j <= d(i) (the same problem on a full cache).
+inline maskattn::Options cache_reference_options(maskattn::Options o, int64_t window) {
+  o.target = maskattn::Target::reference;
+  if (window > 0) {
+    o.window.left = o.window.left < 0 ? window - 1 : std::min<int64_t>(o.window.left, window - 1);
+    o.window.right = 0;
+  }
+  return o;
+}
+
+// f() must throw an ArgumentError naming `argument` (a TypeError-kind one when type_error).
+inline void expect_argument_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an ArgumentError naming " << argument;
+  } catch (const maskattn::ArgumentError& e) {
+    EXPECT_EQ(e.argument(), argument) << e.what();
+    EXPECT_EQ(e.is_type_error(), type_error) << e.what();
+  }
+}
+
 }  // namespace maskattn_test
 
 inline void maskattn::PrintTo(Target t, std::ostream* os) { *os << maskattn_test::target_label(t); }
@@ -275,6 +298,13 @@ class TargetTest : public ::testing::TestWithParam<KernelTarget> {
     trace_.reset();
   }
   KernelTarget target() const { return GetParam(); }
+  // A KV cache's default options (causal) on this test's target and kernel.
+  maskattn::Options cache_options() const {
+    maskattn::Options o = maskattn::KVCache::default_options();
+    o.target = target().target;
+    o.kernel = target().kernel;
+    return o;
+  }
 
  private:
   std::optional<::testing::ScopedTrace> trace_;

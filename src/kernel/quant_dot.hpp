@@ -156,6 +156,12 @@ struct QuantDot<ScalarArch> : QuantDotScalar, DequantThroughMemory<Simd<ScalarAr
 #ifndef XSIMD_NO_SUPPORTED_ARCHITECTURE
 
 #if defined(__AVX2__)
+// The 32 nibbles of one q4 block (16 bytes) as unsigned bytes in element order.
+inline __m256i q4_nibbles(const uint8_t* k) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k)), m = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
+}
+
 template <class Arch>
 struct DequantAvx2 {
   using S = Simd<Arch>;
@@ -247,11 +253,6 @@ struct QuantDot
   static constexpr const char* kName = "vpdpbusd";
   static constexpr int32_t kQ8Offset = 128;  // keys biased to unsigned bytes: Σ (k + 128) q - 128 Σ q
   static constexpr bool kQ4PairOrder = true;  // QueryRow::prepare(..., q4_pairs)
-  // 32 nibbles of one block as unsigned bytes in element order.
-  static __m256i nibbles(const uint8_t* k) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k)), m = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
-  }
   template <int RB, bool Q4>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     __m512 acc[RB];  // in registers for the whole row (the caller's array would round-trip memory)
@@ -278,7 +279,7 @@ struct QuantDot
       }
     }
     if (blk < nb) {  // an odd last block: the low half only
-      const __m256i kv = Q4 ? nibbles(k + blk * 16)
+      const __m256i kv = Q4 ? q4_nibbles(k + blk * 16)
                             : _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + blk * 32)),
                                                _mm256_set1_epi8(char(0x80)));
       for (int r = 0; r < RB; ++r) {
@@ -305,10 +306,6 @@ struct QuantDot
   static constexpr bool kQ4PairOrder = false;
   static constexpr int32_t kQ8Offset = 0;
   static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-  static __m256i nibbles(const uint8_t* k) {
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k)), m = _mm_set1_epi8(15);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m), _mm_and_si128(x, m));
-  }
   template <int RB, bool Q4>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     __m256 acc[RB];  // in registers for the whole row (the caller's array would round-trip memory)
@@ -317,7 +314,7 @@ struct QuantDot
     for (int64_t blk = 0; blk < nb; ++blk) {
       __m256i kv, kabs;
       if constexpr (Q4) {
-        kv = nibbles(k + blk * 16);  // unsigned already
+        kv = q4_nibbles(k + blk * 16);  // unsigned already
         kabs = kv;
       } else {
         kv = load(k + blk * 32);
