@@ -105,6 +105,14 @@ std::vector<CaseDef> make_cases() {
   cases.push_back(dense("9", "spec verify 1x32/8x4x2048x128 causal", true, 1, 32, 8, 4, 2048, 128, true,
                         "causal bottom-right"));
   cases.push_back(dense("10", "dense 1x12x1024x128", false, 1, 12, 12, 1024, 1024, 128, false, "none"));
+  {
+    // The encoder call people run most (sentence embeddings, MiniLM-sized batch): 16 sentences of
+    // 16..128 tokens padded to 128, 12 heads of 32; every query row computed, padded keys masked.
+    CaseDef c = dense("11", "encoder 16x12x128x32 ragged", false, 16, 12, 12, 128, 128, 32, false,
+                      "key_lengths 16, 23, ..., 128 (evenly spread, padded to 128)");
+    for (int b = 0; b < 16; ++b) c.p.key_lengths.push_back(int32_t(std::lround(16 + (128 - 16) * b / 15.0)));
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 
