@@ -145,7 +145,7 @@ class PrefillAttention {
     const float* v = p_.v ? p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h : nullptr;
     if (k && v) {
       pack_rows(ws, t, [&](int64_t j) { return k + p_.key_slot(j) * p_.ks.l; },
-                [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; });
+                [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; }, true);
       return;
     }
     // A KV cache of another dtype (float16, q8, q4): each row converted to float once (dequantized,
@@ -162,22 +162,40 @@ class PrefillAttention {
                 if (v) return v + p_.key_slot(j) * p_.vs.l;
                 row_to_float(p_.v_type, p_.value_row(ws.b, ws.hkv, j), p_.Dv, false, vr);
                 return vr;
-              });
+              },
+              k != nullptr);
   }
 
   // key_row(j) / value_row(j): key j's K / V row as floats (key j's row is slot key_slot(j): a ring).
+  // direct_keys: key_row returns pointers into K that stay valid (not one reused scratch row), so
+  // four keys at a time are transposed with vector shuffles.
   template <class KeyRow, class ValueRow>
-  void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row) {
+  void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row, bool direct_keys) {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
     const int kt = tile_width(t);
-    float* kp = ws.kpack.data() + t * KT * p_.D;  // [KT / PANEL][D][PANEL]
-    for (int64_t jj = 0; jj < kt; ++jj) {
-      float* dst = kp + (jj / PANEL) * p_.D * PANEL + jj % PANEL;
+    const int64_t D = p_.D;
+    float* kp = ws.kpack.data() + t * KT * D;  // [KT / PANEL][D][PANEL]
+    int64_t jj = 0;
+    if (direct_keys && D >= 4) {  // whole groups of 4 real keys (PANEL is a multiple of 4)
+      for (; jj + 4 <= n; jj += 4) {
+        const float* src[4] = {key_row(j0 + jj), key_row(j0 + jj + 1), key_row(j0 + jj + 2), key_row(j0 + jj + 3)};
+        float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
+        int64_t d = 0;
+        for (; d + 4 <= D; d += 4) {
+          transpose4x4(src, dst + d * PANEL, PANEL);
+          for (auto& r : src) r += 4;
+        }
+        for (int i = 0; i < 4; ++i)
+          for (int64_t e = 0; d + e < D; ++e) dst[(d + e) * PANEL + i] = src[i][e];
+      }
+    }
+    for (; jj < kt; ++jj) {
+      float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
       if (jj < n) {
         const float* src = key_row(j0 + jj);
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = src[d];
+        for (int64_t d = 0; d < D; ++d) dst[d * PANEL] = src[d];
       } else {
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = 0.0f;
+        for (int64_t d = 0; d < D; ++d) dst[d * PANEL] = 0.0f;
       }
     }
     // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
@@ -265,11 +283,27 @@ class PrefillAttention {
   void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0, int n_blocks) {
     if (p_.D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
     const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
-    for (int r = 0; r < n_blocks * MR; ++r) {
-      float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;
-      const float* src = q + (i0 + r) * p_.qs.l;
-      const bool real = i0 + r < p_.Lq;
-      for (int64_t d = 0; d < p_.D; ++d) dst[d * MR] = real ? src[d] : 0.0f;
+    const int64_t D = p_.D;
+    for (int blk = 0; blk < n_blocks; ++blk) {
+      float* qb = ws.qblock.data() + blk * MR * D;
+      int r = 0;
+      // Four real rows at a time by 4x4 transposes (MR = 2, the WebAssembly tuning, has none).
+      for (; r + 4 <= MR && i0 + blk * MR + r + 4 <= p_.Lq && D >= 4; r += 4) {
+        const float* src[4];
+        for (int x = 0; x < 4; ++x) src[x] = q + (i0 + blk * MR + r + x) * p_.qs.l;
+        int64_t d = 0;
+        for (; d + 4 <= D; d += 4) {
+          transpose4x4(src, qb + d * MR + r, MR);
+          for (auto& s : src) s += 4;
+        }
+        for (int x = 0; x < 4; ++x)
+          for (int64_t e = 0; d + e < D; ++e) qb[(d + e) * MR + r + x] = src[x][e];
+      }
+      for (; r < MR; ++r) {
+        const int64_t i = i0 + blk * MR + r;
+        const float* src = i < p_.Lq ? q + i * p_.qs.l : nullptr;
+        for (int64_t d = 0; d < D; ++d) qb[d * MR + r] = src ? src[d] : 0.0f;
+      }
     }
   }
 
