@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
 
   std::printf("maskattn %s thread scaling (target %s), %d cores; median of interleaved calls\n", maskattn::version(),
               maskattn::target_name(maskattn::best_target()), cores);
-  std::printf("%-42s", "case");
+  std::printf("%-45s", "case");
   for (int t : threads) std::printf(" | %3dT ms  speed-up  eff", t);
   std::printf("\n");
   std::ostringstream js;
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       ++reps;
     }
     const double one = median(secs[0]);
-    std::printf("#%-3s %-37s", c.id.c_str(), c.name.c_str());
+    std::printf("#%-3s %-40s", c.id.c_str(), c.name.c_str());
     js << (first_case ? "" : ",") << "\n  {\"id\": \"" << c.id << "\", \"name\": \"" << c.name << "\", \"results\": [";
     first_case = false;
     for (size_t ti = 0; ti < threads.size(); ++ti) {
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
          << ", \"bitwise_equal_to_1T\": " << (same[ti] ? "true" : "false") << "}";
     }
     js << "]}";
-    std::printf("\n%-42s", "     threads used");
+    std::printf("\n%-45s", "     threads used");
     for (size_t ti = 0; ti < threads.size(); ++ti) std::printf(" | %24d", used[ti]);
     std::printf("\n");
     std::fflush(stdout);

@@ -112,6 +112,7 @@ class PrefillAttention {
     SoftmaxRow state[MR];  // running max, sum, has_key (see kernel/online_softmax.hpp)
     int64_t i0 = 0;
     int n_active = 0;
+    int n_rows = 0;  // real rows (i < Lq): the micro-tiles compute only row_tier(n_rows) rows
   };
 
   // ---------------------------------------------------------------- packing (per b, kv head)
@@ -240,6 +241,7 @@ class PrefillAttention {
     for (int s = 0; s < NB && i0 + s * MR < p_.Lq; ++s, ++n_blocks) {
       Rows& blk = rows[s];
       blk.i0 = i0 + s * MR;
+      blk.n_rows = int(std::min<int64_t>(MR, p_.Lq - blk.i0));
       for (int r = 0; r < MR; ++r) {
         const int64_t i = blk.i0 + r;
         blk.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
@@ -382,7 +384,9 @@ class PrefillAttention {
     const float* kp = ws.kpack.data() + t * KT * p_.D;
     const int kt = tile_width(t);
     const float* qb = ws.qblock.data() + blk * MR * p_.D;
-    for (int c = 0; c < kt / PANEL; ++c) qk_panel(qb, kp + c * p_.D * PANEL, s + c * PANEL);
+    with_row_tier(rows.n_rows, [&](auto tier) {
+      for (int c = 0; c < kt / PANEL; ++c) qk_panel<tier.value>(qb, kp + c * p_.D * PANEL, s + c * PANEL);
+    });
 
     const bool masked = cls == TileClass::mixed;
     const bool elementwise = masked && elementwise_;
@@ -408,28 +412,41 @@ class PrefillAttention {
     // are exactly 0 and 0 * finite adds nothing. Only NaN or inf in V (0 * NaN = NaN) needs the
     // row-by-row path that never reads a masked key's V.
     if (cls == TileClass::full || ws.packed[t] == kPackedFinite) {
-      pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt);
+      with_row_tier(rows.n_rows, [&](auto tier) { pv_block<tier.value>(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt); });
     } else {
       for (int r = 0; r < MR; ++r)
         if (rows.active[r]) pv_row_masked(ws, oacc + r * dv_pad_, rows, r, t, elementwise);
     }
   }
 
-  // S[MR][PANEL] = Q_block · K_panelᵀ, accumulators in registers across all of D.
+  // The last register block of a short sequence holds fewer than MR real rows (64 rows are 5
+  // blocks of 12 and one of 4): its micro-tiles run with R = the smallest tier that holds them,
+  // thirds of MR where MR divides by 3, else halves, instead of computing padding rows.
+  static constexpr int kTier1 = MR % 3 == 0 ? MR / 3 : std::max(1, MR / 2);
+  static constexpr int kTier2 = MR % 3 == 0 ? 2 * MR / 3 : MR;
+  template <class F>
+  static void with_row_tier(int n_rows, F&& f) {
+    if (n_rows <= kTier1) f(std::integral_constant<int, kTier1>{});
+    else if (n_rows <= kTier2) f(std::integral_constant<int, kTier2>{});
+    else f(std::integral_constant<int, MR>{});
+  }
+
+  // S[R][PANEL] = Q_block · K_panelᵀ (rows < R of the block), accumulators in registers across all of D.
+  template <int R>
   MASKATTN_NOINLINE void qk_panel(const float* qb, const float* kpanel, float* s) const {
-    V acc[MR][NV];
-    for (int r = 0; r < MR; ++r)
+    V acc[R][NV];
+    for (int r = 0; r < R; ++r)
       for (int c = 0; c < NV; ++c) acc[r][c] = S::splat(0.0f);
     const int64_t D = p_.D;
     for (int64_t d = 0; d < D; ++d) {
       V kv[NV];
       for (int c = 0; c < NV; ++c) kv[c] = S::load(kpanel + d * PANEL + c * W);
-      for (int r = 0; r < MR; ++r) {
+      for (int r = 0; r < R; ++r) {
         const V qv = S::splat(qb[d * MR + r]);
         for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(qv, kv[c], acc[r][c]);
       }
     }
-    for (int r = 0; r < MR; ++r)
+    for (int r = 0; r < R; ++r)
       for (int c = 0; c < NV; ++c) S::store(s + r * KT + c * W, acc[r][c]);
   }
 
@@ -441,22 +458,23 @@ class PrefillAttention {
         logits_.element_row(b, h, rows.i0 + r, j0, n, KT, ws.valid.data() + r * KT, ws.bias_tile.data() + r * KT);
   }
 
-  // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x one V panel (NV vectors).
+  // O[R][Dv] += P[R][KT] · V_tile, register-blocked: R rows x one V panel (NV vectors).
+  template <int R>
   MASKATTN_NOINLINE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
     for (int v0 = 0; v0 < dv_vectors_; v0 += NV) {
       const float* vpanel = vtile + (v0 / NV) * KT * PANEL;
-      V acc[MR][NV];
-      for (int r = 0; r < MR; ++r)
+      V acc[R][NV];
+      for (int r = 0; r < R; ++r)
         for (int c = 0; c < NV; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
       for (int j = 0; j < kt; ++j) {
         V vv[NV];
         for (int c = 0; c < NV; ++c) vv[c] = S::load(vpanel + j * PANEL + c * W);
-        for (int r = 0; r < MR; ++r) {
+        for (int r = 0; r < R; ++r) {
           const V pj = S::splat(pmat[r * KT + j]);
           for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
         }
       }
-      for (int r = 0; r < MR; ++r)
+      for (int r = 0; r < R; ++r)
         for (int c = 0; c < NV; ++c) S::store(oacc + r * dv_pad_ + (v0 + c) * W, acc[r][c]);
     }
   }
