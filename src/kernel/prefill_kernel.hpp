@@ -113,6 +113,7 @@ class PrefillAttention {
     int64_t i0 = 0;
     int n_active = 0;
     int n_rows = 0;  // real rows (i < Lq): the micro-tiles compute only row_tier(n_rows) rows
+    int64_t key_end = 0;  // no active row attends a key at or past it: columns beyond are not computed
   };
 
   // ---------------------------------------------------------------- packing (per b, kv head)
@@ -134,10 +135,11 @@ class PrefillAttention {
     }
   }
 
-  // Keys of tile t actually computed: whole panels up to the last real key (the last tile of a
-  // short sequence is narrower than KT; a 16-key problem must not pay for a 128-key tile).
-  int tile_width(int64_t t) const {
-    const int64_t n = std::min<int64_t>(KT, p_.Lk - t * KT);
+  // Keys of tile t actually computed for rows that attend no key at or past key_end: whole panels
+  // up to the last such key (the last tile of a short sequence is narrower than KT: a 16-key
+  // problem must not pay for a 128-key tile, nor a 16-token sentence padded to 128 for 64 keys).
+  int tile_width(int64_t t, int64_t key_end) const {
+    const int64_t n = std::min<int64_t>({KT, p_.Lk - t * KT, std::max<int64_t>(0, key_end - t * KT)});
     return int((n + PANEL - 1) / PANEL) * PANEL;
   }
 
@@ -172,8 +174,10 @@ class PrefillAttention {
   // four keys at a time are transposed with vector shuffles.
   template <class KeyRow, class ValueRow>
   void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row, bool direct_keys) {
-    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    const int kt = tile_width(t);
+    // No row of batch b attends a key at or past its key length: those are neither read nor packed.
+    const int64_t klen = p_.key_length(ws.b);
+    const int64_t j0 = t * KT, n = std::max<int64_t>(0, std::min<int64_t>(KT, klen - j0));
+    const int kt = tile_width(t, klen);
     const int64_t D = p_.D;
     float* kp = ws.kpack.data() + t * KT * D;  // [KT / PANEL][D][PANEL]
     int64_t jj = 0;
@@ -251,6 +255,7 @@ class PrefillAttention {
           ++blk.n_active;
           first = std::min(first, blk.keys[r].first());
           last = std::max(last, blk.keys[r].last_exclusive());
+          blk.key_end = std::max(blk.key_end, blk.keys[r].last_exclusive());
         }
       }
     }
@@ -382,7 +387,7 @@ class PrefillAttention {
     const int64_t j0 = t * KT;
     float* s = ws.scores.data();  // [MR][KT]
     const float* kp = ws.kpack.data() + t * KT * p_.D;
-    const int kt = tile_width(t);
+    const int kt = tile_width(t, cls == TileClass::full ? p_.Lk : rows.key_end);
     const float* qb = ws.qblock.data() + blk * MR * p_.D;
     with_row_tier(rows.n_rows, [&](auto tier) {
       for (int c = 0; c < kt / PANEL; ++c) qk_panel<tier.value>(qb, kp + c * p_.D * PANEL, s + c * PANEL);
@@ -403,7 +408,8 @@ class PrefillAttention {
                                       full_bias, rows.state[r].has_key);
       if (!masked) rows.state[r].has_key = true;
       if (w_rows) {
-        const int64_t n = std::min<int64_t>(KT, p_.Lk - j0);
+        // Columns past kt were not computed: every row of the block masks them (-inf, as filled).
+        const int64_t n = std::min<int64_t>({KT, p_.Lk - j0, kt});
         std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
       }
       OnlineSoftmax<Arch>::update(rows.state[r], srow, kt, rowmax, oacc + r * dv_pad_, dv_pad_);
@@ -422,6 +428,14 @@ class PrefillAttention {
   // The last register block of a short sequence holds fewer than MR real rows (64 rows are 5
   // blocks of 12 and one of 4): its micro-tiles run with R = the smallest tier that holds them,
   // thirds of MR where MR divides by 3, else halves, instead of computing padding rows.
+  // The micro-tiles: out of line in WebAssembly (inlined, they made key_tile compile ~15% slower
+  // there), inlined into key_tile natively (measured 2% faster on #1 with AVX-512, g++ 12, whose
+  // own choice flips with unrelated edits).
+#if defined(__GNUC__) && !defined(__wasm__)
+#define MASKATTN_MICROTILE __attribute__((always_inline)) inline
+#else
+#define MASKATTN_MICROTILE MASKATTN_NOINLINE
+#endif
   static constexpr int kTier1 = MR % 3 == 0 ? MR / 3 : std::max(1, MR / 2);
   static constexpr int kTier2 = MR % 3 == 0 ? 2 * MR / 3 : MR;
   template <class F>
@@ -433,7 +447,7 @@ class PrefillAttention {
 
   // S[R][PANEL] = Q_block · K_panelᵀ (rows < R of the block), accumulators in registers across all of D.
   template <int R>
-  MASKATTN_NOINLINE void qk_panel(const float* qb, const float* kpanel, float* s) const {
+  MASKATTN_MICROTILE void qk_panel(const float* qb, const float* kpanel, float* s) const {
     V acc[R][NV];
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < NV; ++c) acc[r][c] = S::splat(0.0f);
@@ -460,7 +474,7 @@ class PrefillAttention {
 
   // O[R][Dv] += P[R][KT] · V_tile, register-blocked: R rows x one V panel (NV vectors).
   template <int R>
-  MASKATTN_NOINLINE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
+  MASKATTN_MICROTILE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
     for (int v0 = 0; v0 < dv_vectors_; v0 += NV) {
       const float* vpanel = vtile + (v0 / NV) * KT * PANEL;
       V acc[R][NV];
