@@ -181,7 +181,11 @@ class PrefillAttention {
     const int64_t D = p_.D;
     float* kp = ws.kpack.data() + t * KT * D;  // [KT / PANEL][D][PANEL]
     int64_t jj = 0;
-    if (direct_keys && D >= 4) {  // whole groups of 4 real keys (PANEL is a multiple of 4)
+    // Not in the WebAssembly tuning: there (Node 20, V8) this loop made the wasm function that
+    // runs the key tiles (key_tile, CPU profile) about 2x slower, though it is not part of it: #1
+    // 1.27 -> 1.79 ms in a same-process A/B, as were the row tiers (with_row_tier). Not understood;
+    // the strided stores stay there.
+    if (!kWasmTuning && direct_keys && D >= 4) {  // whole groups of 4 real keys (PANEL is a multiple of 4)
       for (; jj + 4 <= n; jj += 4) {
         const float* src[4] = {key_row(j0 + jj), key_row(j0 + jj + 1), key_row(j0 + jj + 2), key_row(j0 + jj + 3)};
         float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
@@ -290,6 +294,16 @@ class PrefillAttention {
   void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0, int n_blocks) {
     if (p_.D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
     const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
+    if constexpr (MR < 4) {
+      // No 4x4 blocks (the WebAssembly tuning, MR = 2): row by row, as before the transposes.
+      for (int r = 0; r < n_blocks * MR; ++r) {
+        float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;
+        const float* src = q + (i0 + r) * p_.qs.l;
+        const bool real = i0 + r < p_.Lq;
+        for (int64_t d = 0; d < p_.D; ++d) dst[d * MR] = real ? src[d] : 0.0f;
+      }
+      return;
+    }
     const int64_t D = p_.D;
     for (int blk = 0; blk < n_blocks; ++blk) {
       float* qb = ws.qblock.data() + blk * MR * D;
@@ -440,7 +454,8 @@ class PrefillAttention {
   static constexpr int kTier2 = MR % 3 == 0 ? 2 * MR / 3 : MR;
   template <class F>
   static void with_row_tier(int n_rows, F&& f) {
-    if (n_rows <= kTier1) f(std::integral_constant<int, kTier1>{});
+    if (kWasmTuning) f(std::integral_constant<int, MR>{});  // see pack_rows: V8 compiled key_tile 2x slower
+    else if (n_rows <= kTier1) f(std::integral_constant<int, kTier1>{});
     else if (n_rows <= kTier2) f(std::integral_constant<int, kTier2>{});
     else f(std::integral_constant<int, MR>{});
   }
