@@ -117,7 +117,8 @@ export function ortCase(s) {
     attributes.is_causal = 1;
     note = 'is_causal=1';
   } else if (causalMatters || s.keyLengths || s.allowed) {
-    const shape = [s.keyLengths || s.allowed ? s.B : 1, s.allowed ? s.Hq : 1, causalMatters || s.allowed ? s.Lq : 1, s.Lk];
+    // onnxruntime-web 1.30 requires the mask's query dimension to be Lq (it does not broadcast it).
+    const shape = [s.keyLengths || s.allowed ? s.B : 1, s.allowed ? s.Hq : 1, s.Lq, s.Lk];
     const data = new Uint8Array(shape.reduce((a, b) => a * b, 1));
     for (let b = 0; b < shape[0]; ++b)
       for (let h = 0; h < shape[1]; ++h)
