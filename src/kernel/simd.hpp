@@ -40,7 +40,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // rows into the micro-tiles' [d][keys] / [d][rows] layouts. Four 128-bit loads, eight shuffles and
 // four stores instead of sixteen strided scalar stores. SSE on x86 (every x86 target has it, and
 // the wider ones encode it as VEX) and on SIMD128 (Emscripten's SSE headers lower these to
-// i32x4.shuffle); elsewhere (scalar builds, NEON for now: no ARM hardware to measure) a plain loop.
+// i32x4.shuffle; the prefill kernel's WebAssembly tuning does not call it, see pack_rows there);
+// elsewhere (scalar builds, NEON for now: no ARM hardware to measure) a plain loop.
 inline void transpose4x4(const float* const rows[4], float* dst, int64_t dst_stride) {
 #if defined(__SSE__)
   __m128 r0 = _mm_loadu_ps(rows[0]), r1 = _mm_loadu_ps(rows[1]), r2 = _mm_loadu_ps(rows[2]),
