@@ -1,6 +1,7 @@
 // The whole benchmark in one command: builds what is missing or stale, runs the native benchmark
 // (maskattn_bench: maskattn vs OpenBLAS, Eigen, oneDNN), onnxruntime-node (native ORT, ONNX
-// Attention), the WebAssembly benchmark in Node (maskattn SIMD128 vs onnxruntime-web), prints a
+// Attention), the WebAssembly benchmark in Node (maskattn SIMD128 vs onnxruntime-web), the thread
+// scaling of the native build (maskattn_scaling: 1, 2, 4, ... threads up to the cores), prints a
 // summary and draws docs/bench-chart.svg.
 //   node bench/run.mjs [--quick] [--no-chart]
 // Results (every figure) go to build/bench/results/*.json.
@@ -47,7 +48,7 @@ if (!existsSync(join(buildDir, 'build.ninja')) && !existsSync(join(buildDir, 'Ma
   run('cmake', ['-S', '.', '-B', 'build/bench', '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DMASKATTN_BUILD_BENCH=ON', '-DMASKATTN_BUILD_TESTS=OFF'], { build: true });
 const benchExe = join(buildDir, 'bench/maskattn_bench');
 const notes = [];
-if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench', 'maskattn_cache_bench'], { build: true, allowFail: true })) {
+if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench', 'maskattn_cache_bench', 'maskattn_scaling'], { build: true, allowFail: true })) {
   if (!existsSync(benchExe)) process.exit(1);
   notes.push('the native build failed: the native benchmark ran the existing, older maskattn_bench');
   console.error(`warning: ${notes.at(-1)}`);
@@ -84,6 +85,13 @@ const nativeOk = run(benchExe, [...q, '--json', files.native], { allowFail: true
 
 step('native KV cache: float16 vs float32 decode steps, 1 x 32/8 x 1 x 4096 x 128');
 const cacheOk = run(join(buildDir, 'bench/maskattn_cache_bench'), q, { allowFail: true });
+
+const scalingExe = join(buildDir, 'bench/maskattn_scaling');
+let scalingOk = true;
+if (existsSync(scalingExe)) {
+  step('native thread scaling: 1, 2, 4, ... threads up to the cores (speed-up and efficiency)');
+  scalingOk = run(scalingExe, [...(quick ? ['--budget', '0.3'] : []), '--json', join(resultsDir, 'scaling.json')], { allowFail: true });
+}
 
 let ortNodeOk = false;
 step('native peer in Node: onnxruntime-node');
@@ -160,4 +168,4 @@ if (!argv.includes('--no-chart') && (results.native || results.wasm)) {
 for (const note of notes) console.log(`\nnote: ${note}`);
 process.stderr.write(`\ndone in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
 const nodeOk = !haveWasm || ((ortNodeOk || !hasPackage('onnxruntime-node')) && (wasmOk || !hasPackage('onnxruntime-web')));
-process.exit(nativeOk && cacheOk && generationOk && chromiumOk && nodeOk && !notes.length ? 0 : 1);
+process.exit(nativeOk && cacheOk && scalingOk && generationOk && chromiumOk && nodeOk && !notes.length ? 0 : 1);

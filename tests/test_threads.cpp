@@ -109,6 +109,44 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
   }
 }
 
+// Many short (batch, head) problems in one call, the encoder shape (sentence embeddings: 16
+// sentences of ragged length, a few heads): the (batch, kv head) units are handed out longest
+// first, and whatever the order and the thread count the bits are the 1-thread ones, with the
+// weights and lse too.
+TEST(Threads, ManyShortHeadsRaggedBatchSplitsAndStaysBitwise) {
+  const int64_t B = 16, Hq = 4, Hkv = 2, L = 40, D = 16;
+  const std::vector<float> q = values(size_t(B * Hq * L * D), 11), k = values(size_t(B * Hkv * L * D), 12),
+                           v = values(size_t(B * Hkv * L * D), 13);
+  std::vector<int32_t> lengths;
+  for (int64_t b = 0; b < B; ++b) lengths.push_back(int32_t(3 + (b * 7) % int64_t(L - 2)));  // 3..40, unordered
+  auto run = [&](maskattn::Target t, maskattn::Kernel kernel, int threads, maskattn::Stats* stats) {
+    const int64_t no = B * Hq * L * D, nw = B * Hq * L * L, nl = B * Hq * L;
+    std::vector<float> r(size_t(no + nw + nl));
+    maskattn::ExtraOutputs extra;
+    extra.weights = r.data() + no;
+    extra.lse = r.data() + no + nw;
+    Options o;
+    o.key_lengths = lengths;
+    o.target = t;
+    o.kernel = kernel;
+    o.threads = threads;
+    o.stats = stats;
+    maskattn::attention(maskattn::bhld<const float>(q.data(), B, Hq, L, D), maskattn::bhld<const float>(k.data(), B, Hkv, L, D),
+                        maskattn::bhld<const float>(v.data(), B, Hkv, L, D), maskattn::bhld(r.data(), B, Hq, L, D), o, extra);
+    return r;
+  };
+  for (auto t : targets())
+    for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::automatic}) {
+      const std::vector<float> one = run(t, kernel, 1, nullptr);
+      for (int threads : {2, 3, 8}) {
+        maskattn::Stats stats;
+        EXPECT_TRUE(bitwise_equal(one, run(t, kernel, threads, &stats)))
+            << maskattn::target_name(t) << " " << maskattn::kernel_name(kernel) << ": " << threads << " threads";
+        EXPECT_GE(stats.threads_used, 2) << "a batch of short problems must really split";
+      }
+    }
+}
+
 // Several application threads call attention() at once on the same inputs, each asking for the
 // library's own threads too (one job runs in the pool at a time; the others run inline): every
 // result is bitwise the single-threaded one.

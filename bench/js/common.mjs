@@ -18,6 +18,8 @@ export const CASES = [
   { id: '8', name: 'batched decode 8x32/8x1x4096x128 ragged', B: 8, Hq: 32, Hkv: 8, Lq: 1, Lk: 4096, D: 128, causal: true, decode: true, ragged: true, native: true },
   { id: '9', name: 'spec verify 1x32/8x4x2048x128 causal', B: 1, Hq: 32, Hkv: 8, Lq: 4, Lk: 2048, D: 128, causal: true, decode: true, native: true },
   { id: '10', name: 'dense 1x12x1024x128', B: 1, Hq: 12, Hkv: 12, Lq: 1024, Lk: 1024, D: 128, native: true },
+  // Sentence embeddings (MiniLM-sized batch): key lengths 16..128 spread evenly over the batch.
+  { id: '11', name: 'encoder 16x12x128x32 ragged', B: 16, Hq: 12, Hkv: 12, Lq: 128, Lk: 128, D: 32, ragged: true, minKeys: 16, native: true, wasm: true },
   { id: 's', name: 'one small call 1x1x16x16', B: 1, Hq: 1, Hkv: 1, Lq: 16, Lk: 16, D: 16, causal: true, wasm: true },
 ];
 
@@ -46,7 +48,9 @@ export function rng(seed) {
 // The case's fixed parts: key lengths, boolean mask, pairs and bytes.
 export function setup(c) {
   const s = { ...c };
-  if (c.ragged) s.keyLengths = Int32Array.from({ length: c.B }, (_, b) => Math.round(512 + ((c.Lk - 512) * b) / (c.B - 1)));
+  // Ragged: key lengths spread evenly from minKeys (default 512) to Lk over the batch.
+  const minKeys = c.minKeys ?? 512;
+  if (c.ragged) s.keyLengths = Int32Array.from({ length: c.B }, (_, b) => Math.round(minKeys + ((c.Lk - minKeys) * b) / (c.B - 1)));
   if (c.randomMask) {
     const r = rng(606);
     const a = new Uint8Array(c.B * c.Hq * c.Lq * c.Lk);
@@ -113,7 +117,8 @@ export function ortCase(s) {
     attributes.is_causal = 1;
     note = 'is_causal=1';
   } else if (causalMatters || s.keyLengths || s.allowed) {
-    const shape = [s.keyLengths || s.allowed ? s.B : 1, s.allowed ? s.Hq : 1, causalMatters || s.allowed ? s.Lq : 1, s.Lk];
+    // onnxruntime-web 1.30 requires the mask's query dimension to be Lq (it does not broadcast it).
+    const shape = [s.keyLengths || s.allowed ? s.B : 1, s.allowed ? s.Hq : 1, s.Lq, s.Lk];
     const data = new Uint8Array(shape.reduce((a, b) => a * b, 1));
     for (let b = 0; b < shape[0]; ++b)
       for (let h = 0; h < shape[1]; ++h)

@@ -112,6 +112,8 @@ class PrefillAttention {
     SoftmaxRow state[MR];  // running max, sum, has_key (see kernel/online_softmax.hpp)
     int64_t i0 = 0;
     int n_active = 0;
+    int n_rows = 0;  // real rows (i < Lq): the micro-tiles compute only row_tier(n_rows) rows
+    int64_t key_end = 0;  // no active row attends a key at or past it: columns beyond are not computed
   };
 
   // ---------------------------------------------------------------- packing (per b, kv head)
@@ -133,10 +135,11 @@ class PrefillAttention {
     }
   }
 
-  // Keys of tile t actually computed: whole panels up to the last real key (the last tile of a
-  // short sequence is narrower than KT; a 16-key problem must not pay for a 128-key tile).
-  int tile_width(int64_t t) const {
-    const int64_t n = std::min<int64_t>(KT, p_.Lk - t * KT);
+  // Keys of tile t actually computed for rows that attend no key at or past key_end: whole panels
+  // up to the last such key (the last tile of a short sequence is narrower than KT: a 16-key
+  // problem must not pay for a 128-key tile, nor a 16-token sentence padded to 128 for 64 keys).
+  int tile_width(int64_t t, int64_t key_end) const {
+    const int64_t n = std::min<int64_t>({KT, p_.Lk - t * KT, std::max<int64_t>(0, key_end - t * KT)});
     return int((n + PANEL - 1) / PANEL) * PANEL;
   }
 
@@ -145,7 +148,7 @@ class PrefillAttention {
     const float* v = p_.v ? p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h : nullptr;
     if (k && v) {
       pack_rows(ws, t, [&](int64_t j) { return k + p_.key_slot(j) * p_.ks.l; },
-                [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; });
+                [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; }, true);
       return;
     }
     // A KV cache of another dtype (float16, q8, q4): each row converted to float once (dequantized,
@@ -162,22 +165,46 @@ class PrefillAttention {
                 if (v) return v + p_.key_slot(j) * p_.vs.l;
                 row_to_float(p_.v_type, p_.value_row(ws.b, ws.hkv, j), p_.Dv, false, vr);
                 return vr;
-              });
+              },
+              k != nullptr);
   }
 
   // key_row(j) / value_row(j): key j's K / V row as floats (key j's row is slot key_slot(j): a ring).
+  // direct_keys: key_row returns pointers into K that stay valid (not one reused scratch row), so
+  // four keys at a time are transposed with vector shuffles.
   template <class KeyRow, class ValueRow>
-  void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row) {
-    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    const int kt = tile_width(t);
-    float* kp = ws.kpack.data() + t * KT * p_.D;  // [KT / PANEL][D][PANEL]
-    for (int64_t jj = 0; jj < kt; ++jj) {
-      float* dst = kp + (jj / PANEL) * p_.D * PANEL + jj % PANEL;
+  void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row, bool direct_keys) {
+    // No row of batch b attends a key at or past its key length: those are neither read nor packed.
+    const int64_t klen = p_.key_length(ws.b);
+    const int64_t j0 = t * KT, n = std::max<int64_t>(0, std::min<int64_t>(KT, klen - j0));
+    const int kt = tile_width(t, klen);
+    const int64_t D = p_.D;
+    float* kp = ws.kpack.data() + t * KT * D;  // [KT / PANEL][D][PANEL]
+    int64_t jj = 0;
+    // Not in the WebAssembly tuning: there (Node 20, V8) this loop made the wasm function that
+    // runs the key tiles (key_tile, CPU profile) about 2x slower, though it is not part of it: #1
+    // 1.27 -> 1.79 ms in a same-process A/B, as were the row tiers (with_row_tier). Not understood;
+    // the strided stores stay there.
+    if (!kWasmTuning && direct_keys && D >= 4) {  // whole groups of 4 real keys (PANEL is a multiple of 4)
+      for (; jj + 4 <= n; jj += 4) {
+        const float* src[4] = {key_row(j0 + jj), key_row(j0 + jj + 1), key_row(j0 + jj + 2), key_row(j0 + jj + 3)};
+        float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
+        int64_t d = 0;
+        for (; d + 4 <= D; d += 4) {
+          transpose4x4(src, dst + d * PANEL, PANEL);
+          for (auto& r : src) r += 4;
+        }
+        for (int i = 0; i < 4; ++i)
+          for (int64_t e = 0; d + e < D; ++e) dst[(d + e) * PANEL + i] = src[i][e];
+      }
+    }
+    for (; jj < kt; ++jj) {
+      float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
       if (jj < n) {
         const float* src = key_row(j0 + jj);
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = src[d];
+        for (int64_t d = 0; d < D; ++d) dst[d * PANEL] = src[d];
       } else {
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * PANEL] = 0.0f;
+        for (int64_t d = 0; d < D; ++d) dst[d * PANEL] = 0.0f;
       }
     }
     // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
@@ -222,6 +249,7 @@ class PrefillAttention {
     for (int s = 0; s < NB && i0 + s * MR < p_.Lq; ++s, ++n_blocks) {
       Rows& blk = rows[s];
       blk.i0 = i0 + s * MR;
+      blk.n_rows = int(std::min<int64_t>(MR, p_.Lq - blk.i0));
       for (int r = 0; r < MR; ++r) {
         const int64_t i = blk.i0 + r;
         blk.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
@@ -231,6 +259,7 @@ class PrefillAttention {
           ++blk.n_active;
           first = std::min(first, blk.keys[r].first());
           last = std::max(last, blk.keys[r].last_exclusive());
+          blk.key_end = std::max(blk.key_end, blk.keys[r].last_exclusive());
         }
       }
     }
@@ -265,11 +294,37 @@ class PrefillAttention {
   void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0, int n_blocks) {
     if (p_.D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
     const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
-    for (int r = 0; r < n_blocks * MR; ++r) {
-      float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;
-      const float* src = q + (i0 + r) * p_.qs.l;
-      const bool real = i0 + r < p_.Lq;
-      for (int64_t d = 0; d < p_.D; ++d) dst[d * MR] = real ? src[d] : 0.0f;
+    if constexpr (MR < 4) {
+      // No 4x4 blocks (the WebAssembly tuning, MR = 2): row by row, as before the transposes.
+      for (int r = 0; r < n_blocks * MR; ++r) {
+        float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;
+        const float* src = q + (i0 + r) * p_.qs.l;
+        const bool real = i0 + r < p_.Lq;
+        for (int64_t d = 0; d < p_.D; ++d) dst[d * MR] = real ? src[d] : 0.0f;
+      }
+      return;
+    }
+    const int64_t D = p_.D;
+    for (int blk = 0; blk < n_blocks; ++blk) {
+      float* qb = ws.qblock.data() + blk * MR * D;
+      int r = 0;
+      // Four real rows at a time by 4x4 transposes (MR = 2, the WebAssembly tuning, has none).
+      for (; r + 4 <= MR && i0 + blk * MR + r + 4 <= p_.Lq && D >= 4; r += 4) {
+        const float* src[4];
+        for (int x = 0; x < 4; ++x) src[x] = q + (i0 + blk * MR + r + x) * p_.qs.l;
+        int64_t d = 0;
+        for (; d + 4 <= D; d += 4) {
+          transpose4x4(src, qb + d * MR + r, MR);
+          for (auto& s : src) s += 4;
+        }
+        for (int x = 0; x < 4; ++x)
+          for (int64_t e = 0; d + e < D; ++e) qb[(d + e) * MR + r + x] = src[x][e];
+      }
+      for (; r < MR; ++r) {
+        const int64_t i = i0 + blk * MR + r;
+        const float* src = i < p_.Lq ? q + i * p_.qs.l : nullptr;
+        for (int64_t d = 0; d < D; ++d) qb[d * MR + r] = src ? src[d] : 0.0f;
+      }
     }
   }
 
@@ -346,9 +401,11 @@ class PrefillAttention {
     const int64_t j0 = t * KT;
     float* s = ws.scores.data();  // [MR][KT]
     const float* kp = ws.kpack.data() + t * KT * p_.D;
-    const int kt = tile_width(t);
+    const int kt = tile_width(t, cls == TileClass::full ? p_.Lk : rows.key_end);
     const float* qb = ws.qblock.data() + blk * MR * p_.D;
-    for (int c = 0; c < kt / PANEL; ++c) qk_panel(qb, kp + c * p_.D * PANEL, s + c * PANEL);
+    with_row_tier(rows.n_rows, [&](auto tier) {
+      for (int c = 0; c < kt / PANEL; ++c) qk_panel<tier.value>(qb, kp + c * p_.D * PANEL, s + c * PANEL);
+    });
 
     const bool masked = cls == TileClass::mixed;
     const bool elementwise = masked && elementwise_;
@@ -365,7 +422,8 @@ class PrefillAttention {
                                       full_bias, rows.state[r].has_key);
       if (!masked) rows.state[r].has_key = true;
       if (w_rows) {
-        const int64_t n = std::min<int64_t>(KT, p_.Lk - j0);
+        // Columns past kt were not computed: every row of the block masks them (-inf, as filled).
+        const int64_t n = std::min<int64_t>({KT, p_.Lk - j0, kt});
         std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
       }
       OnlineSoftmax<Arch>::update(rows.state[r], srow, kt, rowmax, oacc + r * dv_pad_, dv_pad_);
@@ -374,28 +432,50 @@ class PrefillAttention {
     // are exactly 0 and 0 * finite adds nothing. Only NaN or inf in V (0 * NaN = NaN) needs the
     // row-by-row path that never reads a masked key's V.
     if (cls == TileClass::full || ws.packed[t] == kPackedFinite) {
-      pv_block(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt);
+      with_row_tier(rows.n_rows, [&](auto tier) { pv_block<tier.value>(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt); });
     } else {
       for (int r = 0; r < MR; ++r)
         if (rows.active[r]) pv_row_masked(ws, oacc + r * dv_pad_, rows, r, t, elementwise);
     }
   }
 
-  // S[MR][PANEL] = Q_block · K_panelᵀ, accumulators in registers across all of D.
-  MASKATTN_NOINLINE void qk_panel(const float* qb, const float* kpanel, float* s) const {
-    V acc[MR][NV];
-    for (int r = 0; r < MR; ++r)
+  // The last register block of a short sequence holds fewer than MR real rows (64 rows are 5
+  // blocks of 12 and one of 4): its micro-tiles run with R = the smallest tier that holds them,
+  // thirds of MR where MR divides by 3, else halves, instead of computing padding rows.
+  // The micro-tiles: out of line in WebAssembly (inlined, they made key_tile compile ~15% slower
+  // there), inlined into key_tile natively (measured 2% faster on #1 with AVX-512, g++ 12, whose
+  // own choice flips with unrelated edits).
+#if defined(__GNUC__) && !defined(__wasm__)
+#define MASKATTN_MICROTILE __attribute__((always_inline)) inline
+#else
+#define MASKATTN_MICROTILE MASKATTN_NOINLINE
+#endif
+  static constexpr int kTier1 = MR % 3 == 0 ? MR / 3 : std::max(1, MR / 2);
+  static constexpr int kTier2 = MR % 3 == 0 ? 2 * MR / 3 : MR;
+  template <class F>
+  static void with_row_tier(int n_rows, F&& f) {
+    if (kWasmTuning) f(std::integral_constant<int, MR>{});  // see pack_rows: V8 compiled key_tile 2x slower
+    else if (n_rows <= kTier1) f(std::integral_constant<int, kTier1>{});
+    else if (n_rows <= kTier2) f(std::integral_constant<int, kTier2>{});
+    else f(std::integral_constant<int, MR>{});
+  }
+
+  // S[R][PANEL] = Q_block · K_panelᵀ (rows < R of the block), accumulators in registers across all of D.
+  template <int R>
+  MASKATTN_MICROTILE void qk_panel(const float* qb, const float* kpanel, float* s) const {
+    V acc[R][NV];
+    for (int r = 0; r < R; ++r)
       for (int c = 0; c < NV; ++c) acc[r][c] = S::splat(0.0f);
     const int64_t D = p_.D;
     for (int64_t d = 0; d < D; ++d) {
       V kv[NV];
       for (int c = 0; c < NV; ++c) kv[c] = S::load(kpanel + d * PANEL + c * W);
-      for (int r = 0; r < MR; ++r) {
+      for (int r = 0; r < R; ++r) {
         const V qv = S::splat(qb[d * MR + r]);
         for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(qv, kv[c], acc[r][c]);
       }
     }
-    for (int r = 0; r < MR; ++r)
+    for (int r = 0; r < R; ++r)
       for (int c = 0; c < NV; ++c) S::store(s + r * KT + c * W, acc[r][c]);
   }
 
@@ -407,22 +487,23 @@ class PrefillAttention {
         logits_.element_row(b, h, rows.i0 + r, j0, n, KT, ws.valid.data() + r * KT, ws.bias_tile.data() + r * KT);
   }
 
-  // O[MR][Dv] += P[MR][KT] · V_tile, register-blocked: MR rows x one V panel (NV vectors).
-  MASKATTN_NOINLINE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
+  // O[R][Dv] += P[R][KT] · V_tile, register-blocked: R rows x one V panel (NV vectors).
+  template <int R>
+  MASKATTN_MICROTILE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
     for (int v0 = 0; v0 < dv_vectors_; v0 += NV) {
       const float* vpanel = vtile + (v0 / NV) * KT * PANEL;
-      V acc[MR][NV];
-      for (int r = 0; r < MR; ++r)
+      V acc[R][NV];
+      for (int r = 0; r < R; ++r)
         for (int c = 0; c < NV; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
       for (int j = 0; j < kt; ++j) {
         V vv[NV];
         for (int c = 0; c < NV; ++c) vv[c] = S::load(vpanel + j * PANEL + c * W);
-        for (int r = 0; r < MR; ++r) {
+        for (int r = 0; r < R; ++r) {
           const V pj = S::splat(pmat[r * KT + j]);
           for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
         }
       }
-      for (int r = 0; r < MR; ++r)
+      for (int r = 0; r < R; ++r)
         for (int c = 0; c < NV; ++c) S::store(oacc + r * dv_pad_ + (v0 + c) * W, acc[r][c]);
     }
   }

@@ -52,8 +52,21 @@ inline bool use_decode(const Problem& p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Prefill: units are (batch, kv head, run of query super-blocks).
+// Prefill: units are (batch, kv head, run of query super-blocks). All of a call's (batch, kv head)
+// pairs are one job: an encoder batch of 16 sentences x 12 heads is 192 units, not 16.
 // ---------------------------------------------------------------------------------------------
+
+// Batches in the order their units are handed out: longest key length first when the lengths
+// differ (a padded batch of sentences), so the last units taken are the cheap ones and the
+// threads finish together (longest-processing-time-first). Only who computes a unit changes,
+// never how, so results stay the same bits.
+inline std::vector<int64_t> batches_longest_first(const Problem& p) {
+  std::vector<int64_t> order(size_t(p.B));
+  for (int64_t b = 0; b < p.B; ++b) order[size_t(b)] = b;
+  if (p.key_lengths)
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return p.key_length(x) > p.key_length(y); });
+  return order;
+}
 
 template <class Arch>
 void run_prefill(const Problem& p) {
@@ -67,11 +80,14 @@ void run_prefill(const Problem& p) {
 
   WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
   for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
+  std::vector<int64_t> order;
+  if (threads > 1) order = batches_longest_first(p);
 
   parallel_for(threads, heads * chunks, [&](int worker, int64_t unit) {
     const int64_t head = unit / chunks, chunk = unit % chunks;
+    const int64_t b = order.empty() ? head / p.Hkv : order[size_t(head / p.Hkv)];
     const int64_t begin = chunk * per_chunk, end = std::min(blocks, begin + per_chunk);
-    if (begin < end) Prefill(p).run(workspaces[worker], head / p.Hkv, head % p.Hkv, begin, end);
+    if (begin < end) Prefill(p).run(workspaces[worker], b, head % p.Hkv, begin, end);
   });
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);

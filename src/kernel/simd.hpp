@@ -36,6 +36,32 @@ constexpr float kFlushBelow = -127.0f;      // 2^x for x <= -127 returns exactly
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// dst[m * dst_stride + i] = rows[i][m] for i, m < 4: a 4x4 block transposed, for packing K and Q
+// rows into the micro-tiles' [d][keys] / [d][rows] layouts. Four 128-bit loads, eight shuffles and
+// four stores instead of sixteen strided scalar stores. SSE on x86 (every x86 target has it, and
+// the wider ones encode it as VEX) and on SIMD128 (Emscripten's SSE headers lower these to
+// i32x4.shuffle; the prefill kernel's WebAssembly tuning does not call it, see pack_rows there);
+// elsewhere (scalar builds, NEON for now: no ARM hardware to measure) a plain loop.
+inline void transpose4x4(const float* const rows[4], float* dst, int64_t dst_stride) {
+#if defined(__SSE__)
+  __m128 r0 = _mm_loadu_ps(rows[0]), r1 = _mm_loadu_ps(rows[1]), r2 = _mm_loadu_ps(rows[2]),
+         r3 = _mm_loadu_ps(rows[3]);
+  const __m128 t0 = _mm_unpacklo_ps(r0, r1), t1 = _mm_unpacklo_ps(r2, r3), t2 = _mm_unpackhi_ps(r0, r1),
+               t3 = _mm_unpackhi_ps(r2, r3);
+  r0 = _mm_movelh_ps(t0, t1);  // column 0
+  r1 = _mm_movehl_ps(t1, t0);  // column 1
+  r2 = _mm_movelh_ps(t2, t3);
+  r3 = _mm_movehl_ps(t3, t2);
+  _mm_storeu_ps(dst, r0);
+  _mm_storeu_ps(dst + dst_stride, r1);
+  _mm_storeu_ps(dst + 2 * dst_stride, r2);
+  _mm_storeu_ps(dst + 3 * dst_stride, r3);
+#else
+  for (int m = 0; m < 4; ++m)
+    for (int i = 0; i < 4; ++i) dst[m * dst_stride + i] = rows[i][m];
+#endif
+}
+
 // An element of K or V as float: float as is, uint16_t as IEEE half bits.
 inline float element(float x) { return x; }
 inline float element(uint16_t h) { return half_bits_to_float(h); }
