@@ -297,6 +297,21 @@ emscripten::val kv_read_result() {
 
 void kv_read_release() { g_read = {}; }
 
+// mergeAttention: `parts` is `count` pairs of addresses (output [B, H, L, Dv], lse [B, H, L], both
+// contiguous); out [B, H, L, Dv] and lse [B, H, L] receive the merged result.
+int merge_attention(uint32_t parts, uint32_t count, double B, double H, double L, double Dv, uint32_t out,
+                    uint32_t out_lse) {
+  using namespace maskattn;
+  return guarded("the WebAssembly heap is full", [&] {
+    const uint32_t* table = at<const uint32_t>(parts);
+    std::vector<AttentionPart> views(count);
+    for (uint32_t p = 0; p < count; ++p)
+      views[p] = {bhld(at<const float>(table[2 * p]), whole(B), whole(H), whole(L), whole(Dv)), at<const float>(table[2 * p + 1])};
+    merge_attention(Span<AttentionPart>(views), bhld(at<float>(out), whole(B), whole(H), whole(L), whole(Dv)),
+                    at<float>(out_lse));
+  });
+}
+
 double kv_byte_length(uint32_t handle) {
   const auto it = g_caches.find(handle);
   return it == g_caches.end() ? -1 : double(it->second->byte_length());
@@ -361,6 +376,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("kvReset", &kv_reset);
   function("kvLengths", &kv_lengths);
   function("kvByteLength", &kv_byte_length);
+  function("mergeAttention", &merge_attention);
   function("kvRead", &kv_read);
   function("kvReadResult", &kv_read_result);
   function("kvReadRelease", &kv_read_release);

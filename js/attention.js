@@ -1,7 +1,8 @@
 // MaskAttn, a loaded module: attention() on tensors the caller owns (copied in, results copied
 // out), and the factories of the objects that keep memory in wasm across calls (workspace.js,
 // kv-cache.js). Reading is read.js's, planning plan.js's, the call wasm-call.js's.
-import { check4, checkLayout, shapeOf } from './read.js';
+import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
+import { check4, checkLayout, ownFields, shapeOf } from './read.js';
 import { callOptions, planCall } from './plan.js';
 import { Wire } from './wasm-call.js';
 import { Workspace } from './workspace.js';
@@ -71,5 +72,51 @@ export class MaskAttn {
    */
   createKVCache(config) {
     return new KVCache(this._wire, config);
+  }
+
+  /**
+   * Combines partial results of the same queries over disjoint key sets, each `{ output, lse }` as
+   * attention() or cache.attend() returns them with `returnLse: true` (output [B, H, L, Dv], lse
+   * [B, H, L]), into the result over the union: `{ output, lse }`, exactly as split-K merges inside
+   * a call. A part whose lse is -inf for a row contributes nothing there; a row no part attends
+   * gets 0 and lse -inf. Cascade attention: docs/semantics.md, "Merging partial results".
+   */
+  mergeAttention(parts) {
+    const wire = this._wire;
+    if (!Array.isArray(parts)) throw new MaskAttnTypeError('parts', `must be an array of { output, lse }, given ${describe(parts)}`);
+    const known = new Set(['output', 'lse']);
+    const read = parts.map((p, i) => {
+      const name = `parts[${i}]`;
+      const f = ownFields(p, name, known, '{ output, lse }');
+      const dims = check4(shapeOf(f.output, `${name}.output`), `${name}.output`, 'bhld', wire.limits);
+      const lseDims = shapeOf(f.lse, `${name}.lse`);
+      if (lseDims.length !== 3 || lseDims.some((d, k) => d !== dims[k]))
+        throw new MaskAttnRangeError(`${name}.lse`, `shape must be [B, H, L] = [${dims.slice(0, 3).join(', ')}] (its output's), given [${lseDims.join(', ')}]`);
+      return {
+        dims,
+        output: wire.input(f.output, `${name}.output`, dims, ['Float32Array']),
+        lse: wire.input(f.lse, `${name}.lse`, lseDims, ['Float32Array']),
+      };
+    });
+    const dims = read.length ? read[0].dims : [0, 0, 0, 0];  // none: the library names `parts`
+    const [B, H, L, Dv] = dims;
+    const m = this._m;
+    return wire.scoped((alloc) => {
+      // Ownership: every block belongs to this call.
+      const table = alloc(8 * Math.max(1, read.length));
+      const ptrs = read.map((r) => ({ output: alloc(r.output.bytes), lse: alloc(r.lse.bytes) }));
+      const out = alloc(B * H * L * Dv * 4);
+      const lse = alloc(B * H * L * 4);
+      read.forEach((r, i) => {
+        wire.copyIn(ptrs[i].output, r.output);
+        wire.copyIn(ptrs[i].lse, r.lse);
+      });
+      m.HEAP32.set(ptrs.flatMap((p) => [p.output, p.lse]), table >>> 2);  // addresses, as the uint32 the library reads
+      wire.check(m.mergeAttention(table, read.length, B, H, L, Dv, out, lse));
+      return {
+        output: { data: m.HEAPF32.slice(out >>> 2, (out >>> 2) + B * H * L * Dv), shape: [B, H, L, Dv] },
+        lse: { data: m.HEAPF32.slice(lse >>> 2, (lse >>> 2) + B * H * L), shape: [B, H, L] },
+      };
+    });
   }
 }

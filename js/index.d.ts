@@ -263,6 +263,16 @@ export declare class MaskAttn {
   createWorkspace(shapes: WorkspaceShapes): Workspace;
   /** A KV cache in wasm memory; `dispose()` it when done. */
   createKVCache<T extends KVDtype = 'float32'>(config: KVCacheOptions<T>): KVCache<T>;
+  /**
+   * Combines partial results of the same queries over disjoint key sets (each as attention() or
+   * cache.attend() returns it with returnLse: output [B, H, L, Dv], lse [B, H, L]) into the result
+   * over their union, as split-K does inside a call. A part whose lse is -inf for a row adds
+   * nothing there; a row no part attends gets 0 and lse -inf.
+   */
+  mergeAttention(parts: ReadonlyArray<{ output: Tensor; lse: Tensor }>): {
+    output: { data: Float32Array; shape: number[] };
+    lse: { data: Float32Array; shape: number[] };
+  };
 }
 
 /** Loads the module once per build and thread count; later calls return the same instance. */

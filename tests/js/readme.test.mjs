@@ -35,6 +35,11 @@ test('README quantized cache example runs and prints the documented results', ()
   assert.match(out, /read \[ 2, 100, 64 \] \[ 2, 100, 64 \] from position 0/);
 });
 
+test('README merge example runs and prints the documented results', () => {
+  const out = runExample('js-merge');
+  assert.match(out, /merged \[ 1, 4, 1, 32 \] vs one call: equal/);
+});
+
 test('README KV cache example runs and prints the documented results', () => {
   const out = runExample('js-cache');
   assert.match(out, /step 0: holds 7 positions, output 1,8,1,16/);

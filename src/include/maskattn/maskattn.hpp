@@ -226,6 +226,22 @@ void attention(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                const MutableTensor& out, const Options& options = {},
                const ExtraOutputs& extra = {});
 
+// One partial result for merge_attention: attention of the same queries over one set of keys.
+struct AttentionPart {
+  ConstTensor output;          // [B, H, L, Dv], as attention() wrote it
+  const float* lse = nullptr;  // [B, H, L] contiguous: the call's ExtraOutputs::lse
+};
+
+// Combines partial results over disjoint key sets into the result over their union, exactly as
+// split-K combines chunks inside a call (the same code): per row, with m = max lse_i,
+//   O = Σ e^(lse_i - m) O_i / Σ e^(lse_i - m),   lse = m + log Σ e^(lse_i - m).
+// A part whose lse is -inf for a row (it attended nothing there) contributes nothing, whatever its
+// output holds; a row no part attends gets O = 0 and lse = -inf. NaN in a part's lse makes the row
+// NaN. out: [B, H, L, Dv] (it may be one of the parts' own buffers, same layout: each row is read
+// before it is written); out_lse: [B, H, L] contiguous, or null. Cascade attention: a prefix shared
+// by many sequences attended once, each sequence's suffix on its own, merged (docs/semantics.md).
+void merge_attention(Span<AttentionPart> parts, const MutableTensor& out, float* out_lse = nullptr);
+
 // ---------------------------------------------------------------------------------------------
 // Introspection
 // ---------------------------------------------------------------------------------------------
