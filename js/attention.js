@@ -99,6 +99,11 @@ export class MaskAttn {
       };
     });
     const dims = read.length ? read[0].dims : [0, 0, 0, 0];  // none: the library names `parts`
+    // The call passes one shape for all parts (the first's): the others are checked here.
+    read.forEach((r, i) => {
+      if (r.dims.some((d, k) => d !== dims[k]))
+        throw new MaskAttnRangeError(`parts[${i}].output`, `shape must be parts[0]'s [${dims.join(', ')}], given [${r.dims.join(', ')}]`);
+    });
     const [B, H, L, Dv] = dims;
     const m = this._m;
     return wire.scoped((alloc) => {
