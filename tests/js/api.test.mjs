@@ -11,6 +11,7 @@
 import { BUILDS, expectedBackend } from './builds.mjs';  // first: turns on relaxed SIMD in Node 20
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
+import { throwsArg } from './throws.mjs';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { readFileSync } from 'node:fs';
@@ -18,8 +19,7 @@ import { createServer } from 'node:http';
 import path from 'node:path';
 import { Tensor as OrtTensor } from 'onnxruntime-web';
 import {
-  init, simdSupported, relaxedSimdSupported, threadsSupported, version, MaskAttn, Workspace, MaskAttnTypeError,
-  MaskAttnRangeError,
+  init, simdSupported, relaxedSimdSupported, threadsSupported, version, MaskAttn, Workspace,
 } from 'maskattn';
 import { referenceAttention, rng, uniform, mismatch } from './reference.mjs';
 
@@ -53,26 +53,6 @@ function check(ma, name, q, k, v, options = {}, { atol = ATOL, naiveBound = fals
     assert.equal(bad, null, `${name}: ${part} differs from the reference: ${bad}`);
   }
   return { result, ref };
-}
-
-/** Asserts that fn throws an error of `Type` naming `argument`, with every pattern in the message. */
-function throwsArg(fn, Type, argument, ...patterns) {
-  let caught = null;
-  try {
-    fn();
-  } catch (e) {
-    caught = e;
-  }
-  assert.ok(caught, `expected a ${Type.name} for ${argument}, nothing was thrown`);
-  assert.ok(caught instanceof Type, `expected a ${Type.name} for ${argument}, got ${caught?.name}: ${caught?.message}`);
-  assert.ok(caught instanceof (Type === TypeError ? MaskAttnTypeError : MaskAttnRangeError), 'the library\'s own error class');
-  assert.equal(caught.name, Type.name);
-  assert.equal(caught.argument, argument, `argument of "${caught.message}"`);
-  for (const p of patterns) {
-    const ok = p instanceof RegExp ? p.test(caught.message) : caught.message.includes(p);
-    assert.ok(ok, `message "${caught.message}" should contain ${p}`);
-  }
-  return caught;
 }
 
 function tensor(data, shape) {

@@ -9,8 +9,9 @@
 import { BUILDS } from './builds.mjs';  // first: turns on relaxed SIMD in Node 20
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
+import { throwsArg } from './throws.mjs';
 import {
-  init, KVCache, MaskAttnTypeError, MaskAttnRangeError,
+  init, KVCache,
 } from 'maskattn';
 import {
   referenceAttention, rng, uniform, mismatch, roundToHalf, halfToNumber, halfBits,
@@ -22,25 +23,6 @@ const ATOL = 1e-5;
 
 function tensor(data, shape) {
   return { data, shape };
-}
-
-/** Asserts that fn throws an error of `Type` naming `argument`, with every pattern in the message. */
-function throwsArg(fn, Type, argument, ...patterns) {
-  let caught = null;
-  try {
-    fn();
-  } catch (e) {
-    caught = e;
-  }
-  assert.ok(caught, `expected a ${Type.name} for ${argument}, nothing was thrown`);
-  assert.ok(caught instanceof Type, `expected a ${Type.name} for ${argument}, got ${caught?.name}: ${caught?.message}`);
-  assert.ok(caught instanceof (Type === TypeError ? MaskAttnTypeError : MaskAttnRangeError), `the library's own error class: ${caught.message}`);
-  assert.equal(caught.argument, argument, `argument of "${caught.message}"`);
-  for (const p of patterns) {
-    const ok = p instanceof RegExp ? p.test(caught.message) : caught.message.includes(p);
-    assert.ok(ok, `message "${caught.message}" should contain ${p}`);
-  }
-  return caught;
 }
 
 /** [B, H, L, D] (or [B, L, H, D] for 'blhd') of random values. */
