@@ -21,6 +21,7 @@
 #include <maskattn/maskattn.hpp>
 
 #include "probes.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -30,10 +31,7 @@ double seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 struct DtypePair {
   KVType k, v;

@@ -37,6 +37,7 @@
 #include "cases.hpp"
 #include "peers/problem.hpp"
 #include "probes.hpp"
+#include "stats.hpp"
 
 namespace {
 
@@ -46,6 +47,8 @@ using bench::Rng;
 using bench::allowed_pairs;
 using bench::kv_bytes;
 using bench::make_cases;
+using bench::median;
+using bench::parse_list;
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
@@ -76,12 +79,6 @@ std::string num(double x) {
   return b;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Impl {
   std::string name;  // "maskattn" or a peer's name
@@ -103,16 +100,7 @@ struct Result {  // one (impl, threads) of a case, for the table and JSON
 
 std::vector<int> parse_ints(const char* s) {
   std::vector<int> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(std::atoi(item.c_str()));
-  return v;
-}
-std::vector<std::string> parse_list(const char* s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(item);
+  for (const std::string& item : parse_list(s)) v.push_back(std::atoi(item.c_str()));
   return v;
 }
 

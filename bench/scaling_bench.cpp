@@ -24,24 +24,14 @@
 #include <maskattn/maskattn.hpp>
 
 #include "cases.hpp"
+#include "stats.hpp"
 
 namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-std::vector<std::string> split(const char* s) {
-  std::vector<std::string> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(item);
-  return v;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using bench::median;
+using bench::parse_list;
 
 // 1, 2, 4, ... up to the cores, and the core count itself.
 std::vector<int> default_threads(int cores) {
@@ -63,9 +53,9 @@ int main(int argc, char** argv) {
     const bool has = a + 1 < argc;
     if (!std::strcmp(argv[a], "--threads") && has) {
       threads.clear();
-      for (const std::string& x : split(argv[++a])) threads.push_back(std::max(1, std::atoi(x.c_str())));
+      for (const std::string& x : parse_list(argv[++a])) threads.push_back(std::max(1, std::atoi(x.c_str())));
     } else if (!std::strcmp(argv[a], "--case") && has) {
-      only = split(argv[++a]);
+      only = parse_list(argv[++a]);
     } else if (!std::strcmp(argv[a], "--budget") && has) {
       budget = std::atof(argv[++a]);
     } else if (!std::strcmp(argv[a], "--json") && has) {

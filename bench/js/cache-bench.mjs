@@ -11,7 +11,7 @@ import v8 from 'node:v8';
 
 v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
 const { init } = await import('../../js/index.js');
-const { lpad, machine, median, pad, rng, writeJson } = await import('./common.mjs');
+const { cosine, lpad, machine, maxAbsDiff, median, pad, rng, writeJson } = await import('./common.mjs');
 
 const argv = process.argv.slice(2);
 const args = { quick: false, shape: 'both', json: null };
@@ -96,14 +96,9 @@ for (const s of SHAPES) {
     for (const p of mine) {
       const ms = median(p.times);
       const bytes = p.caches[0].byteLength;
-      let e = 0, ab = 0, aa = 0, bb = 0;
       const ref = mine[0].out;
-      for (let i = 0; i < ref.length; i++) {
-        e = Math.max(e, Math.abs(p.out[i] - ref[i]));
-        ab += p.out[i] * ref[i]; aa += ref[i] * ref[i]; bb += p.out[i] * p.out[i];
-      }
       const row = { shape: s.name, build: b.name, dtype: p.dtype.name, ms, gbs: bytes / ms / 1e6, vs_f32: f32 / ms,
-        error: e / maxV, cosine: ab / Math.sqrt(aa * bb) };
+        error: maxAbsDiff(p.out, ref) / maxV, cosine: cosine(p.out, ref) };
       results.push(row);
       console.log(`${pad(b.name, 20)} ${pad(row.dtype, 7)} ${lpad(ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
         `${lpad(`${row.vs_f32.toFixed(2)}x`, 8)} ${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);

@@ -156,6 +156,17 @@ export function maxAbsDiff(a, b) {
   return d;
 }
 
+/** Cosine similarity of two outputs (how the KV cache benchmarks report a dtype's error). */
+export function cosine(a, b) {
+  let ab = 0, aa = 0, bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / Math.sqrt(aa * bb);
+}
+
 export function median(v) {
   const s = [...v].sort((a, b) => a - b);
   const n = s.length;

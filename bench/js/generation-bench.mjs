@@ -15,7 +15,7 @@
 import * as ort from 'onnxruntime-web';
 
 import { init } from '../../js/index.js';
-import { lpad, machine, maxAbsDiff, median, pad, rng, writeJson } from './common.mjs';
+import { cosine, lpad, machine, maxAbsDiff, median, pad, rng, writeJson } from './common.mjs';
 import { groupQueryAttentionModel } from './onnx-contrib-model.mjs';
 
 function parseArgs(argv = process.argv.slice(2)) {
@@ -75,11 +75,6 @@ for (const { name, config } of DTYPES) {
 let maxV = 0;
 for (const x of promptV) maxV = Math.max(maxV, Math.abs(x));
 for (const s of steps) for (const x of s.v) maxV = Math.max(maxV, Math.abs(x));
-const cosine = (a, b) => {
-  let ab = 0, aa = 0, bb = 0;
-  for (let i = 0; i < a.length; i++) { ab += a[i] * b[i]; aa += a[i] * a[i]; bb += b[i] * b[i]; }
-  return ab / Math.sqrt(aa * bb);
-};
 const maskattnStep = (cache) => (t) => {
   const { q, k, v } = steps[t];
   cache.append({ data: k, shape: [B, Hkv, 1, D] }, { data: v, shape: [B, Hkv, 1, D] });

@@ -1,0 +1,28 @@
+// Small helpers the native benchmarks share: the median of timings and comma-separated arguments.
+#pragma once
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// Median (the mean of the two middle values for an even count; 0 for none).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// "a,b,c" -> {"a", "b", "c"}.
+inline std::vector<std::string> parse_list(const char* s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(item);
+  return v;
+}
+
+}  // namespace bench
