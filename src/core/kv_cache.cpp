@@ -56,7 +56,7 @@ using detail::fail_type;
 bool valid_type(KVType t) { return t == KVType::f32 || t == KVType::f16 || t == KVType::q8 || t == KVType::q4; }
 // Units of a stored row that a stride counts: floats, halves, or bytes (quantized rows).
 int64_t row_units(KVType t, int64_t n) {
-  return t == KVType::f32 ? n : t == KVType::f16 ? n : detail::stored_row_bytes(t, n);
+  return detail::is_quantized(t) ? detail::stored_row_bytes(t, n) : n;
 }
 
 [[noreturn]] void fail_type_or_range(const ArgumentError& e, const std::string& message) {

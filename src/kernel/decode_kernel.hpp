@@ -73,8 +73,6 @@ class DecodeAttention {
   explicit DecodeAttention(const Problem& p) : p_(p), logits_(p) {
     // Quantized V rows are whole blocks (zero-padded): P·V runs over all 32 columns of each block.
     dv_pad_ = is_quantized(p.v_type) ? quant_blocks(p.Dv) * kQuantBlock : (p.Dv + W - 1) / W * W;
-    k_ = p.k ? static_cast<const void*>(p.k) : p.k_stored;
-    v_ = p.v ? static_cast<const void*>(p.v) : p.v_stored;
     k_row_bytes_ = stored_row_bytes(p.k_type, p.D);
     v_row_bytes_ = stored_row_bytes(p.v_type, p.Dv);
     nb_ = quant_blocks(p.D);
@@ -131,8 +129,6 @@ class DecodeAttention {
 
   const Problem& p_;
   Logits<Arch> logits_;
-  const void* k_ = nullptr;
-  const void* v_ = nullptr;
   int64_t dv_pad_ = 0, k_row_bytes_ = 0, v_row_bytes_ = 0, nb_ = 0;
   // Per-item row table and per-tile lists (indices into the active list).
   Row rows_[kMaxRows];
@@ -345,17 +341,19 @@ class DecodeAttention {
 
   void qk_rows_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt, int64_t ahead,
                      float* s) const {
+    // Rows per register block as in qk_rows: 1, 2 (all that 4 lanes allow), else 4.
+    const int rb = L == 1 || n_rows == 1 ? 1 : n_rows == 2 || L == 4 ? 2 : 4;
     const bool q4 = p_.k_type == KVType::q4;
-    if constexpr (L == 1) {
-      q4 ? qk_block_quant<1, true>(qq, n_rows, k, n, kt, ahead, s) : qk_block_quant<1, false>(qq, n_rows, k, n, kt, ahead, s);
-    } else {
-      if (n_rows == 1) q4 ? qk_block_quant<1, true>(qq, n_rows, k, n, kt, ahead, s)
-                          : qk_block_quant<1, false>(qq, n_rows, k, n, kt, ahead, s);
-      else if (n_rows == 2 || L == 4) q4 ? qk_block_quant<2, true>(qq, n_rows, k, n, kt, ahead, s)
-                                         : qk_block_quant<2, false>(qq, n_rows, k, n, kt, ahead, s);
-      else q4 ? qk_block_quant<4, true>(qq, n_rows, k, n, kt, ahead, s)
-              : qk_block_quant<4, false>(qq, n_rows, k, n, kt, ahead, s);
-    }
+    auto run = [&](auto rows) {
+      constexpr int RB = decltype(rows)::value;
+      if constexpr (L % RB == 0) {
+        if (q4) qk_block_quant<RB, true>(qq, n_rows, k, n, kt, ahead, s);
+        else qk_block_quant<RB, false>(qq, n_rows, k, n, kt, ahead, s);
+      }
+    };
+    if (rb == 1) run(std::integral_constant<int, 1>{});
+    else if (rb == 2) run(std::integral_constant<int, 2>{});
+    else run(std::integral_constant<int, 4>{});
   }
 
   template <int RB, bool Q4>
@@ -514,7 +512,7 @@ class DecodeAttention {
 
   // P·V in integers where QuantDot has them (kIntegerValues): per block, each row's weights
   // p_j x scale_j are rounded to int16 against the largest of them (unit = max / 32767), and each
-  // pair of keys meets a pair of weights in QuantDot::madd (4 columns x 2 keys, exact int32 sums:
+  // pair of keys meets a pair of weights in QuantDot::PV::madd (4 columns x 2 keys, exact int32 sums:
   // |sum| <= 64 x 32767 x 127 < 2^31). Rounding a weight moves it by at most unit / 2, so a tile
   // adds at most KT/2 x unit x 127 x |d| <= (KT / 65534) x max|V̂| to a row (docs/semantics.md).
   // use(r, j): whether row r adds key j (masked keys get weight 0). Returns false, having written

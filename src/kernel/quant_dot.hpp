@@ -127,7 +127,6 @@ struct QuantDotScalar {
   using FArch = ScalarArch;
   using Row = QueryRow<int8_t>;
   static constexpr int32_t kQ8Offset = 0;
-  static constexpr const char* kName = "scalar";
   // acc[r * stride] += q_r · k over the nb blocks of key row k (values, then scales at kscales).
   template <int RB, bool Q4>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, float* acc, int stride) {
@@ -250,7 +249,6 @@ struct QuantDot
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
-  static constexpr const char* kName = "vpdpbusd";
   static constexpr int32_t kQ8Offset = 128;  // keys biased to unsigned bytes: Σ (k + 128) q - 128 Σ q
   static constexpr bool kQ4PairOrder = true;  // QueryRow::prepare(..., q4_pairs)
   template <int RB, bool Q4>
@@ -302,7 +300,6 @@ struct QuantDot
   using FArch = xsimd::fma3<xsimd::avx2>;
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
-  static constexpr const char* kName = "vpmaddubsw";
   static constexpr bool kQ4PairOrder = false;
   static constexpr int32_t kQ8Offset = 0;
   static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -340,7 +337,6 @@ struct QuantDot
   // A key block is prepared once (widened, or |k| and its signs) and used by every row.
 #if defined(__wasm_simd128__)
   using Row = QueryRow<int16_t>;
-  static constexpr const char* kName = "i32x4.dot_i16x8_s";
   using IV = v128_t;
   struct KBlock { v128_t w[4]; };  // the 32 values as int16
   static IV bias(const int32_t* p) { return wasm_v128_load(p); }
@@ -363,8 +359,6 @@ struct QuantDot
     for (int i = 0; i < 4; ++i) acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 8 * i), b.w[i]));
     return acc;
   }
-  static IV apply_q8(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
-  static IV apply_q4(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
 
   // P·V in integers (measured: dequantizing V in registers made P·V slower than float32 V here;
@@ -404,7 +398,6 @@ struct QuantDot
 #elif defined(__SSE2__)
   static constexpr bool kIntegerValues = false;
   using Row = QueryRow<int16_t>;
-  static constexpr const char* kName = "pmaddwd";
   using IV = __m128i;
   struct KBlock { __m128i w[4]; };  // the 32 values as int16
   static __m128i load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
@@ -427,8 +420,6 @@ struct QuantDot
     for (int i = 0; i < 4; ++i) acc = _mm_add_epi32(acc, _mm_madd_epi16(load(q + 8 * i), b.w[i]));
     return acc;
   }
-  static IV apply_q8(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
-  static IV apply_q4(const int16_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(_mm_cvtepi32_ps(x)); }
 #else
   static constexpr bool kIntegerValues = false;
@@ -437,10 +428,8 @@ struct QuantDot
   struct KBlock { int8x16_t v[2]; };
   static IV bias(const int32_t* p) { return vld1q_s32(p); }
 #if defined(__ARM_FEATURE_DOTPROD)
-  static constexpr const char* kName = "sdot";
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 #else
-  static constexpr const char* kName = "smull/sadalp";
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
     int16x8_t p = vmull_s8(vget_low_s8(a), vget_low_s8(b));
     p = vmlal_high_s8(p, a, b);
@@ -458,8 +447,6 @@ struct QuantDot
     acc = dot16(acc, vld1q_s8(q), b.v[0]);
     return dot16(acc, vld1q_s8(q + 16), b.v[1]);
   }
-  static IV apply_q8(const int8_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
-  static IV apply_q4(const int8_t* q, const KBlock& b, IV acc) { return apply(q, b, acc); }
   static FV to_float(IV x) { return FV(vcvtq_f32_s32(x)); }
 #endif
   static constexpr int32_t kQ8Offset = 0;
@@ -473,7 +460,7 @@ struct QuantDot
       const float kd = kscales[blk];
       for (int r = 0; r < RB; ++r) {
         const IV b = bias((Q4 ? q[r]->bias4 : q[r]->bias8) + blk * 8);
-        const IV sums = Q4 ? apply_q4(q[r]->q + blk * 32, kb, b) : apply_q8(q[r]->q + blk * 32, kb, b);
+        const IV sums = apply(q[r]->q + blk * 32, kb, b);  // a prepared block is the same for q8 and q4
         acc[r] = FS::fma(to_float(sums), FS::splat(q[r]->d[blk] * kd), acc[r]);
       }
     }

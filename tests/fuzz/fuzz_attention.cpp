@@ -551,7 +551,6 @@ void cache_case(FuzzedDataProvider& in) {
   c.window = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, c.capacity) : 0;
   maskattn::KVCache cache(c);
   const KVType kt = cache.config().key_dtype.value(), vt = cache.config().value_dtype.value();
-  const bool half = kt == KVType::f16 && vt == KVType::f16;
   // Quantized sides are checked against the cache's own contents (read()), with queries q8 holds
   // exactly when the keys are quantized (docs/semantics.md: then the plain fp32 bound applies).
   const bool quantized = kt == KVType::q8 || kt == KVType::q4 || vt == KVType::q8 || vt == KVType::q4;
@@ -566,7 +565,6 @@ void cache_case(FuzzedDataProvider& in) {
   std::vector<std::vector<std::vector<float>>> sv = sk;
   std::vector<int32_t> lengths(static_cast<size_t>(B), 0);
   auto stored_as = [&](KVType t, float x) { return t == KVType::f16 ? maskattn::half_to_float(maskattn::float_to_half(x)) : x; };
-  (void)half;
   const int ops = in.ConsumeIntegralInRange<int>(1, 8);
   for (int op = 0; op < ops && in.remaining_bytes() > 0; ++op) {
     const int kind = in.ConsumeIntegralInRange<int>(0, 5);
