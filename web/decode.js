@@ -116,6 +116,8 @@ export function setupDecode(els, { getMa, expose }) {
     const sentences = texts.slice(0, cfg.B);
     const P = buildProblem(sentences, { seed: SEED, heads: HQ, headDim: D, mode: 'embedding' });
     s = { ...cfg, P, sentences, step: 0, lengths: new Array(cfg.B).fill(0), appended: [], calls: [] };
+    s.maxV = 0;  // the scale the error is shown against (max |V| of the problem)
+    for (const x of P.v) if (Number.isFinite(x)) s.maxV = Math.max(s.maxV, Math.abs(x));
     try {
       const config = { batch: cfg.B, kvHeads: HKV, capacity: cfg.capacity, headDim: D, window: cfg.window };
       s.cache = ma.createKVCache({ ...config, dtype: cfg.dtype });
@@ -294,9 +296,8 @@ export function setupDecode(els, { getMa, expose }) {
     els.status.textContent = `${s.step === 0 ? 'Prompt' : `Step ${s.step}`}: appended ${added.join(', ')}. ` +
       `cache.lengths = [${s.lengths.join(', ')}], capacity ${s.capacity}${s.window ? `, window ${s.window} (ring)` : ''}, ` +
       `${s.dtype}, byteLength ${s.cache.byteLength}. Computed by ${ma.backend.arch}.` + (done() ? ' End of the text: Reset starts again.' : '');
-    const f32Bytes = s.B * HKV * s.capacity * 2 * D * 4;
-    let maxV = 0;
-    for (const x of s.P.v) if (Number.isFinite(x)) maxV = Math.max(maxV, Math.abs(x));
+    const f32Bytes = (s.reference ?? s.cache).byteLength;  // the float32 cache beside it, or itself
+    const maxV = s.maxV;
     const quantized = s.dtype === 'q8' || s.dtype === 'q4';
     els.memory.textContent = s.dtype === 'float32'
       ? `Memory held: ${s.cache.byteLength} bytes (${s.B} × ${HKV} × ${s.capacity} slots × (${D} + ${D}) × 4 bytes). Pick float16, q8 or q4 to see what rounding the stored K and V costs.`
