@@ -92,6 +92,8 @@ struct Case {
   FullyMasked policy = FullyMasked::zero;
   std::vector<int32_t> key_lengths, query_lengths, query_segments, key_segments;
   std::vector<float> alibi;
+  std::vector<float> sinks;
+  std::vector<int32_t> tree;
   MaskSpec<float> bias;
   MaskSpec<uint8_t> allowed;
   bool want_weights = true, want_lse = true;
@@ -120,6 +122,8 @@ struct Case {
     if (!query_segments.empty()) o.query_segments = query_segments;
     if (!key_segments.empty()) o.key_segments = key_segments;
     if (!alibi.empty()) o.alibi_slopes = alibi;
+    if (!sinks.empty()) o.sinks = sinks;
+    if (!tree.empty()) o.tree = tree;
     o.softcap = softcap;
     o.fully_masked = policy;
     o.target = t.target;
@@ -157,6 +161,8 @@ std::string describe(const Case& c) {
   if (!c.query_lengths.empty()) os << " query_lengths=" << join(c.query_lengths);
   if (!c.query_segments.empty()) os << " segments";
   if (!c.alibi.empty()) os << " alibi=" << join(c.alibi, 4);
+  if (!c.sinks.empty()) os << " sinks=" << join(c.sinks, 4);
+  if (!c.tree.empty()) os << " tree=" << join(c.tree, 16);
   if (c.bias.present())
     os << " bias[" << c.bias.shape[0] << "," << c.bias.shape[1] << "," << c.bias.shape[2] << ","
        << c.bias.shape[3] << "]";
@@ -358,6 +364,19 @@ void expect_fully_masked_policy(const Case& c, const Inputs& clean, const Kernel
       for (int64_t i = 0; i < c.Lq; ++i) {
         const int64_t row = (b * c.Hq + h) * c.Lq + i;
         if (!fully_masked[static_cast<size_t>(row)]) continue;
+        if (!c.sinks.empty() && c.sinks[static_cast<size_t>(h)] != -kInf) {
+          // Only the sink is left: it takes all the weight under every policy (docs/semantics.md).
+          const float sink = c.sinks[static_cast<size_t>(h)];
+          for (int64_t d = 0; d < c.Dv; ++d)
+            if (!(o[static_cast<size_t>(row * c.Dv + d)] == 0.0f)) fail(b, h, i, "O != 0 with a sink");
+          if (c.want_weights)
+            for (int64_t j = 0; j < c.Lk; ++j)
+              if (!(r.weights[static_cast<size_t>(row * c.Lk + j)] == 0.0f)) fail(b, h, i, "weights != 0 with a sink");
+          if (c.want_lse && !(r.lse[static_cast<size_t>(row)] == sink))
+            fail(b, h, i, "lse = " + std::to_string(r.lse[static_cast<size_t>(row)]) + ", want the sink " +
+                              std::to_string(sink));
+          continue;
+        }
         for (int64_t d = 0; d < c.Dv; ++d) {
           const float x = o[static_cast<size_t>(row * c.Dv + d)];
           if (c.policy == FullyMasked::zero && !(x == 0.0f)) {
@@ -413,15 +432,18 @@ void check_outputs(const Case& c, const Inputs& clean, const KernelRun& r, const
     const std::vector<float> w = head(r.weights, nw);
     EXPECT_TRUE(compare_to_reference("weights", w, ref.fp64.weights, ref.fp32.weights,
                                      {c.B, c.Hq, c.Lq, c.Lk}, tol));
-    // Rows of weights sum to 1 (fp32 sum of Lk terms: a few ulps per term at worst).
+    // Rows of weights sum to 1 (fp32 sum of Lk terms: a few ulps per term at worst), or with a
+    // sink to 1 minus the sink's share, e^(sink - lse).
     const double sum_tol = 1e-5 + static_cast<double>(c.Lk) * 0x1.0p-24;
     int64_t bad = 0;
     std::string first;
     for (size_t row = 0; row < nl; ++row) {
       if (ref.fp64.fully_masked[row]) continue;
-      double sum = 0;
+      double sum = 0, want = 1.0;
       for (int64_t j = 0; j < c.Lk; ++j) sum += w[row * static_cast<size_t>(c.Lk) + j];
-      if (std::isfinite(sum) && std::fabs(sum - 1.0) > sum_tol && bad++ == 0)
+      const size_t h = row / static_cast<size_t>(c.Lq) % static_cast<size_t>(c.Hq);
+      if (!c.sinks.empty() && c.sinks[h] != -kInf) want = 1.0 - std::exp(double(c.sinks[h]) - ref.fp64.lse[row]);
+      if (std::isfinite(sum) && std::fabs(sum - want) > sum_tol && bad++ == 0)
         first = format_index(static_cast<int64_t>(row), {c.B, c.Hq, c.Lq}) +
                 " sums to " + std::to_string(sum);
     }
@@ -1016,6 +1038,97 @@ TEST_P(Differential, AlibiSlopes) {
   run_rows(rows);
 }
 
+// Learned attention sinks: one virtual key per head with logit sinks[h] and value 0.
+std::vector<float> random_sinks(Rng& rng, int64_t hq) {
+  std::vector<float> s;
+  for (int64_t h = 0; h < hq; ++h) s.push_back(rng.bernoulli(0.15) ? -kInf : rng.uniform(-4.0f, 4.0f));
+  return s;
+}
+
+TEST_P(Differential, Sinks) {
+  std::vector<Row> rows = {
+      {"dense", [](Case& c, Rng& rng) {
+         c.dims(2, 4, 2, 33, 70, 16, 16);
+         c.sinks = random_sinks(rng, 4);
+       }},
+      // Sinks far above and far below the logits: the max moves to the sink, or the sink vanishes.
+      {"dominant_and_negligible", [](Case& c, Rng&) {
+         c.dims(1, 3, 1, 20, 40, 16, 8);
+         c.sinks = {30.0f, -30.0f, 0.0f};
+       }},
+      // Decode shapes (GQA, few rows), causal bottom-right with padded keys.
+      {"decode_causal_padded", [](Case& c, Rng& rng) {
+         c.dims(3, 8, 2, 2, 300, 32, 32);
+         c.causal = true;
+         c.key_lengths = lengths({300, 17, 0});
+         c.sinks = random_sinks(rng, 8);
+       }},
+      // Fully masked rows under every policy: only the sink remains, O = 0 and lse = sink.
+      {"fully_masked_rows", [](Case& c, Rng& rng) {
+         c.dims(2, 2, 2, 17, 40, 16, 16);
+         c.key_lengths = lengths({40, 0});
+         c.query_lengths = lengths({10, 17});
+         c.sinks = {1.5f, -kInf};  // head 1: no sink, the policy decides
+         c.policy = rng.bernoulli(0.5) ? FullyMasked::nan : FullyMasked::uniform;
+       }},
+      {"with_every_rule", [](Case& c, Rng& rng) {
+         c.dims(2, 4, 2, 64, 96, 16, 16);
+         c.causal = true;
+         c.window = {40, -1};
+         c.alibi = alibi_slopes(4);
+         c.softcap = 5.0f;
+         c.bias = random_bias(rng, {2, 1, 64, 96});
+         c.sinks = random_sinks(rng, 4);
+       }},
+  };
+  run_rows(rows);
+}
+
+// A random tree of n nodes in topological order (parent < child), with up to `roots` roots.
+std::vector<int32_t> random_tree(Rng& rng, int64_t n) {
+  std::vector<int32_t> parent;
+  for (int64_t i = 0; i < n; ++i)
+    parent.push_back(i == 0 || rng.bernoulli(0.1) ? -1 : int32_t(rng.uniform_int(std::max<int64_t>(0, i - 4), i - 1)));
+  return parent;
+}
+
+// Tree verification against the reference, which walks the parent indices per pair (the kernels use
+// pre-order ranges); the boolean-mask equivalence is in the conformance suite.
+TEST_P(Differential, TreeVerification) {
+  std::vector<Row> rows = {
+      {"chain_is_causal", [](Case& c, Rng&) {
+         c.dims(1, 4, 1, 16, 200, 32, 32);
+         c.causal = true;
+         for (int i = 0; i < 16; ++i) c.tree.push_back(i - 1);
+       }},
+      {"medusa_like_16", [](Case& c, Rng& rng) {
+         c.dims(1, 8, 2, 16, 500, 64, 64);
+         c.causal = true;
+         c.tree = random_tree(rng, 16);
+       }},
+      {"per_sequence_trees_ragged", [](Case& c, Rng& rng) {
+         c.dims(3, 4, 4, 24, 150, 16, 16);
+         c.key_lengths = lengths({150, 24, 77});
+         for (int b = 0; b < 3; ++b)
+           for (int32_t x : random_tree(rng, 24)) c.tree.push_back(x);
+       }},
+      {"many_nodes_prefill", [](Case& c, Rng& rng) {
+         c.dims(1, 2, 1, 100, 260, 16, 16);
+         c.causal = true;
+         c.tree = random_tree(rng, 100);
+         c.sinks = {0.5f, -1.0f};
+       }},
+      {"with_window_and_allowed", [](Case& c, Rng& rng) {
+         c.dims(2, 2, 1, 12, 90, 16, 16);
+         c.causal = true;
+         c.window = {30, 0};
+         c.allowed = random_allowed(rng, {2, 1, 12, 90}, 0.9);
+         c.tree = random_tree(rng, 12);
+       }},
+  };
+  run_rows(rows);
+}
+
 TEST_P(Differential, Softcap) {
   std::vector<Row> rows = {
       // A cap near the logit range (Gemma 2 uses 50 for attention at larger scales).
@@ -1189,6 +1302,11 @@ TEST_P(Differential, MaskCombinations) {
                                                    rng.bernoulli(0.5) ? hq : 1, lq,
                                                    rng.bernoulli(0.7) ? lk : 1});
                       if (rng.bernoulli(0.3)) c.alibi = alibi_slopes(hq);
+                      if (rng.bernoulli(0.2)) c.sinks = random_sinks(rng, hq);
+                      if (rng.bernoulli(0.2) && c.query_lengths.empty() && lq <= lk &&
+                          (c.key_lengths.empty() ||
+                           *std::min_element(c.key_lengths.begin(), c.key_lengths.end()) >= lq))
+                        c.tree = random_tree(rng, lq);
                       if (rng.bernoulli(0.2)) c.softcap = 4.0f;
                       if (rng.bernoulli(0.3)) c.scale = rng.uniform(-1.0f, 1.0f);
                     }});

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "maskattn/maskattn.hpp"
 
@@ -69,6 +71,16 @@ struct Problem {
   const int32_t* key_segments = nullptr;    // [B, Lk] or null
   const float* alibi_slopes = nullptr;      // [Hq] or null
   float softcap = 0.0f;                     // 0 = off
+  const float* sinks = nullptr;             // [Hq] or null; -inf entries = no sink
+  // Tree verification: the last Lq keys of sequence b (from tree_start(b)) are the query nodes. Node t
+  // is an ancestor-or-self of node i iff tree_in[t] <= tree_in[i] < tree_out[t] (pre-order numbers and
+  // subtree ends, computed once in validate.cpp, so no Lq x Lk mask exists). Per batch when
+  // tree_per_batch, else shared. tree_parents: the caller's parent indices (the reference walks them).
+  const int32_t* tree_parents = nullptr;
+  const int32_t* tree_in = nullptr;
+  const int32_t* tree_out = nullptr;
+  bool tree_per_batch = false;
+  std::shared_ptr<const std::vector<int32_t>> tree_order;  // owns tree_in / tree_out
   FullyMasked policy = FullyMasked::zero;
 
   // Optional outputs (contiguous) and run settings.
@@ -85,6 +97,10 @@ struct Problem {
     return top_left ? 0 : key_length(b) - query_length(b);
   }
   bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // Rules decided per (row, key) element: they make a tile an edge cuts `mixed`.
+  bool has_elementwise_rules() const { return allowed || bias || query_segments || tree_parents; }
+  int64_t tree_start(int64_t b) const { return key_length(b) - Lq; }
+  const int32_t* tree_row(const int32_t* t, int64_t b) const { return t + (tree_per_batch ? b * Lq : 0); }
   int64_t key_slot(int64_t j) const { return key_ring ? j % key_ring : j; }
   // K/V rows of key j in storage, in their own units (bytes for the quantized types).
   const void* key_row(int64_t b, int64_t h, int64_t j) const { return stored_row(k, k_stored, k_type, ks, b, h, j); }

@@ -139,6 +139,51 @@ const int32_t* check_per_batch(const Span<int32_t>& s, const std::string& name, 
   return s.data;
 }
 
+// Tree verification: parents in topological order (each parent before its child), one tree for
+// every sequence or one per sequence; its nodes are the last Lq keys, which every sequence must have.
+// Numbers the nodes in pre-order so that "t is an ancestor of i" is two comparisons in the kernels.
+void check_tree(const Span<int32_t>& tree, Problem& p) {
+  const int64_t n = int64_t(tree.size);
+  if (n != p.Lq && n != p.B * p.Lq)
+    fail("tree", cat("needs one parent index per query (Lq = ", p.Lq, ") or per query of every sequence (B*Lq = ",
+                     p.B * p.Lq, "), given ", n));
+  if (p.query_lengths)
+    fail("tree", "cannot be combined with query_lengths: the tree's nodes are the last Lq keys of each sequence");
+  for (int64_t b = 0; b < p.B; ++b)
+    if (p.key_length(b) < p.Lq)
+      fail("tree", cat("its Lq = ", p.Lq, " nodes are the last keys of each sequence, but sequence ", b, " has ",
+                       p.key_length(b), " keys"));
+  const int64_t trees = n / std::max<int64_t>(p.Lq, 1), L = p.Lq;
+  auto order = std::make_shared<std::vector<int32_t>>(size_t(2 * n));
+  int32_t* tin = order->data();
+  int32_t* tout = tin + n;
+  std::vector<int32_t> size(static_cast<size_t>(L)), next(static_cast<size_t>(L));
+  for (int64_t t = 0; t < trees; ++t) {
+    const int32_t* parent = tree.data + t * L;
+    for (int64_t i = 0; i < L; ++i)
+      if (parent[i] < -1 || parent[i] >= i)
+        fail(cat("tree[", t * L + i, "]"), cat("node ", i, "'s parent must be -1 (a root) or an earlier node in [0, ",
+                                               i, ") so that it is an ancestor, given ", parent[i]));
+    // Subtree sizes (children come after parents), then each child's pre-order range inside its parent's.
+    for (int64_t i = 0; i < L; ++i) size[size_t(i)] = 1;
+    for (int64_t i = L - 1; i >= 0; --i)
+      if (parent[i] >= 0) size[size_t(parent[i])] += size[size_t(i)];
+    int32_t next_root = 0;
+    for (int64_t i = 0; i < L; ++i) {
+      int32_t& from = parent[i] < 0 ? next_root : next[size_t(parent[i])];
+      tin[t * L + i] = from;
+      from += size[size_t(i)];
+      next[size_t(i)] = tin[t * L + i] + 1;
+      tout[t * L + i] = tin[t * L + i] + size[size_t(i)];
+    }
+  }
+  p.tree_parents = tree.data;
+  p.tree_per_batch = n != L;
+  p.tree_in = tin;
+  p.tree_out = tout;
+  p.tree_order = std::move(order);
+}
+
 }  // namespace
 
 Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
@@ -234,6 +279,18 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
         fail(cat("alibi_slopes[", h, "]"), cat("must be finite, given ", o.alibi_slopes[h]));
     p.alibi_slopes = o.alibi_slopes.data;
   }
+
+  check_span(o.sinks, "sinks");
+  if (!o.sinks.empty()) {
+    if (int64_t(o.sinks.size) != p.Hq)
+      fail("sinks", cat("needs one sink logit per query head: expected ", p.Hq, ", given ", o.sinks.size));
+    for (int64_t h = 0; h < p.Hq; ++h)
+      if (std::isnan(o.sinks[h]) || o.sinks[h] == std::numeric_limits<float>::infinity())
+        fail(cat("sinks[", h, "]"), cat("must be a finite logit or -inf (no sink), given ", o.sinks[h]));
+    p.sinks = o.sinks.data;
+  }
+  check_span(o.tree, "tree");
+  if (!o.tree.empty()) check_tree(o.tree, p);
 
   if (!std::isfinite(o.softcap) || o.softcap < 0)
     fail("softcap", cat("must be finite and >= 0 (0 = off), given ", o.softcap));

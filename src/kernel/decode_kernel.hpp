@@ -210,7 +210,7 @@ class DecodeAttention {
     }
 
     // Logits, masks and the online-softmax update, row by row.
-    const bool elementwise_rules = p_.allowed || p_.bias || p_.query_segments;
+    const bool elementwise_rules = p_.has_elementwise_rules();
     for (int a = 0; a < n_active; ++a) {
       const Row& row = rows[active[a]];
       float* srow = s + a * KT;

@@ -63,6 +63,10 @@ class Logits {
                          : seg_lo == seg_hi          ? TileClass::full
                                                      : TileClass::mixed);
     }
+    if (cls == TileClass::full && p_.tree_parents) {  // the tree's keys: only i's ancestors
+      const int64_t t0 = p_.tree_start(b);
+      if (j0 + n > t0 && j0 < t0 + p_.Lq) cls = TileClass::mixed;
+    }
     if (cls != TileClass::skip && p_.allowed) {
       const uint8_t* a = mask_row(p_.allowed, b, h, i) + j0 * p_.allowed.strides[3];
       const int64_t step = p_.allowed.strides[3];
@@ -117,6 +121,14 @@ class Logits {
       } else if (!a[0]) {  // broadcast over keys
         std::fill(valid, valid + n, 0.0f);
       }
+    }
+    if (p_.tree_parents) {  // tree node t (key t0 + t) is visible iff it is an ancestor-or-self of i
+      const int64_t t0 = p_.tree_start(b);
+      const int32_t* tin = p_.tree_row(p_.tree_in, b);
+      const int32_t* tout = p_.tree_row(p_.tree_out, b);
+      const int32_t me = tin[i];
+      for (int64_t j = std::max(j0, t0); j < std::min(j0 + n, t0 + p_.Lq); ++j)
+        if (!(tin[j - t0] <= me && me < tout[j - t0])) valid[j - j0] = 0.0f;
     }
     if (p_.bias) {
       const float* bi = mask_row(p_.bias, b, h, i);

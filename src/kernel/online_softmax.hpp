@@ -133,6 +133,13 @@ void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const S
   constexpr int W = S::W;
   float* out = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
   float* lse = p.lse ? p.lse + (b * p.Hq + h) * p.Lq + i : nullptr;
+  const float sink = p.sinks ? p.sinks[h] : kNegInf;
+  if (!st.has_key && sink != kNegInf) {  // only the sink: it takes all the weight, whatever the policy
+    if (lse) *lse = sink;
+    std::fill(out, out + p.Dv, 0.0f);
+    if (w) std::fill(w, w + p.Lk, 0.0f);
+    return;
+  }
   if (!st.has_key) {  // fully masked: the policy decides
     if (lse) *lse = kNegInf;
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -158,19 +165,31 @@ void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const S
     }
     return;
   }
-  const float inv_l = 1.0f / st.l;
-  for (int64_t c = 0; c < p.Dv; ++c) out[c] = o[c] * inv_l;
-  if (lse) *lse = st.m + std::log(st.l);
+  // A sink adds e^(sink - m) to the denominator, as one more key with value 0 (the max moves to the
+  // sink when it is larger, rescaling o). A NaN row stays NaN.
+  float m = st.m, l = st.l, o_scale = 1.0f;
+  if (sink != kNegInf && m == m) {
+    if (sink > m) {
+      o_scale = Simd<ScalarArch>::exp2((m - sink) * kLog2e);
+      l = l * o_scale + 1.0f;
+      m = sink;
+    } else {
+      l += Simd<ScalarArch>::exp2((sink - m) * kLog2e);
+    }
+  }
+  const float inv_l = 1.0f / l, o_mul = o_scale / l;
+  for (int64_t c = 0; c < p.Dv; ++c) out[c] = o[c] * o_mul;
+  if (lse) *lse = m + std::log(l);
   if (w) {
     // Masked pairs (logit -inf) are exactly 0, also in a row whose max is NaN.
-    const V mv = S::splat(st.m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
+    const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
     int64_t j = 0;
     for (; j + W <= p.Lk; j += W) {
       const V x = S::load(w + j);
       S::store(w + j, S::select(x == ninf, S::splat(0.0f), S::exp2((x - mv) * log2e) * scale));
     }
     for (; j < p.Lk; ++j)
-      w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - st.m) * kLog2e) * inv_l;
+      w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
   }
 }
 

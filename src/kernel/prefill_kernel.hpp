@@ -84,7 +84,7 @@ class PrefillAttention {
     dv_vectors_ = int((p.Dv + PANEL - 1) / PANEL) * NV;
     dv_pad_ = int64_t(dv_vectors_) * W;
     tiles_ = (p.Lk + KT - 1) / KT;
-    elementwise_ = p.allowed || p.bias || p.query_segments;
+    elementwise_ = p.has_elementwise_rules();
   }
 
   // Runs query super-blocks [block_begin, block_end) of every query head of kv head `hkv`, batch `b`.
@@ -343,6 +343,10 @@ class PrefillAttention {
     if (p_.query_segments) cls = combine(cls, classify_segments(ws, b, rows, t));
     if (cls != TileClass::skip && p_.allowed) cls = combine(cls, classify_allowed(b, h, rows, t));
     if (cls != TileClass::skip && p_.bias) cls = combine(cls, classify_bias(b, h, rows, t));
+    if (cls == TileClass::full && p_.tree_parents) {  // tree keys: each row sees only its ancestors
+      const int64_t t0 = p_.tree_start(b);
+      if ((t + 1) * KT > t0 && t * KT < t0 + p_.Lq) cls = TileClass::mixed;
+    }
     return cls;
   }
 

@@ -25,6 +25,12 @@ bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) 
   if (j < p.prefix) diagonal_ok = true;  // prefix-LM: the prefix is always visible
   if (!diagonal_ok) return false;
   if (p.query_segments && p.query_segments[b * p.Lq + i] != p.key_segments[b * p.Lk + j]) return false;
+  if (p.tree_parents && j >= klen - p.Lq) {  // a tree node: only i's ancestors and i itself
+    const int32_t* parent = p.tree_parents + (p.tree_per_batch ? b * p.Lq : 0);
+    int64_t node = i;
+    while (node >= 0 && node != j - (klen - p.Lq)) node = parent[node];
+    if (node < 0) return false;
+  }
   if (p.allowed) {
     const auto& a = p.allowed;
     if (!a.data[b * a.strides[0] + h * a.strides[1] + i * a.strides[2] + j * a.strides[3]]) return false;
@@ -77,9 +83,15 @@ void compute(const Problem& p, ReferenceResult& res) {
           logit[j] = s;
           any = true;
         }
+        // A learned sink: one more term e^sink in the denominator, a key whose value is 0.
+        const Real sink = p.sinks ? Real(p.sinks[h]) : -inf;
         if (!any) {
           res.fully_masked[row] = 1;
           res.lse[row] = -inf;
+          if (sink > -inf) {  // the sink takes all the weight: O = 0, weights 0, under every policy
+            res.lse[row] = double(sink);
+            continue;
+          }
           if (p.policy == FullyMasked::nan) {
             for (int64_t c = 0; c < p.Dv; ++c) out[c] = nan;
             for (int64_t j = 0; j < p.Lk; ++j) w[j] = nan;
@@ -106,7 +118,8 @@ void compute(const Problem& p, ReferenceResult& res) {
             m = std::max(m, logit[j]);
           }
         if (saw_nan) m = nan;
-        Real sum = 0;
+        if (sink > -inf && !saw_nan) m = std::max(m, sink);
+        Real sum = sink > -inf ? std::exp(sink - m) : 0;
         for (int64_t j = 0; j < p.Lk; ++j)
           if (use[j]) sum += std::exp(logit[j] - m);
         for (int64_t j = 0; j < p.Lk; ++j)

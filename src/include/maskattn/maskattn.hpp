@@ -204,6 +204,12 @@ struct Options {
   Span<int32_t> key_segments;      // [B, Lk]
   Span<float> alibi_slopes;        // [Hq]: adds -slope[h] * |d(i) - j|
   float softcap = 0;               // > 0: s = softcap * tanh(s / softcap), before bias and masks
+  Span<float> sinks;               // [Hq]: learned attention sinks (gpt-oss): head h's softmax denominator
+                                   // gains e^(sinks[h] - max), a virtual key whose value is 0; -inf = none
+  Span<int32_t> tree;              // [Lq] (every sequence) or [B, Lq]: tree verification. The last Lq keys
+                                   // of each sequence are the query nodes; tree[i] is node i's parent
+                                   // (-1 = a root, hanging off the earlier keys; else < i). Node i sees
+                                   // the keys before the tree, its ancestors and itself
   FullyMasked fully_masked = FullyMasked::zero;
   Target target = Target::automatic;
   Kernel kernel = Kernel::automatic;
