@@ -2,7 +2,9 @@
 // validates everything before it writes anything (an append past capacity changes nothing).
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -69,23 +71,96 @@ struct KVCache::Impl {
   KVType ktype = KVType::f32, vtype = KVType::f32;
   bool rotated = false;             // keys stored as R·k (kernel/quant.hpp)
   int64_t k_row_bytes = 0, v_row_bytes = 0;
-  // [B, Hkv, capacity] rows of K and of V, in their dtype's format (kernel/quant.hpp). uint8_t storage
-  // from operator new is aligned for floats and halves.
+  // Contiguous layout: [B, Hkv, capacity] rows of K and of V, in their dtype's format
+  // (kernel/quant.hpp). uint8_t storage from operator new is aligned for floats and halves.
   std::vector<uint8_t> k, v;
   std::vector<int32_t> lengths;     // tokens seen per sequence (absolute positions)
-  std::vector<int32_t> first;       // lowest position still held (a ring overwrites older ones)
+  std::vector<int32_t> first;       // lowest window position still held (a ring overwrites older ones)
+
+  // Paged layout (page_size P > 0): a page holds P slots of every head, K rows [Hkv, P] then V rows
+  // [Hkv, P]. table[b * pages_per_seq + s / P] is the page of slot s of sequence b (-1 = none yet);
+  // refs counts the sequences sharing a page (fork), and a write into a shared page copies it first.
+  int64_t pages_per_seq = 0, k_page_bytes = 0, page_bytes = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> pool;
+  std::vector<int32_t> refs, free_pages, table;
+  std::vector<const uint8_t*> k_pages, v_pages;  // the kernels' view of `table`: [B * pages_per_seq]
+  std::vector<float> stand_in_row;                // max(D, Dv) zeros: what attend() validates K/V as
 
   int64_t D() const { return cfg.head_dim; }
   int64_t Dv() const { return cfg.value_dim; }
   int64_t cap() const { return cfg.capacity; }
+  int64_t P() const { return cfg.page_size; }
+  bool paged() const { return cfg.page_size > 0; }
   bool ring() const { return cfg.window > 0; }
-  int64_t slot(int64_t pos) const { return ring() ? pos % cap() : pos; }
-  // The stored row of position `pos` of (b, h) in K or V.
-  uint8_t* row(std::vector<uint8_t>& store, int64_t row_bytes, int64_t b, int64_t h, int64_t pos) {
-    return store.data() + ((b * cfg.kv_heads + h) * cap() + slot(pos)) * row_bytes;
+  int64_t sinks() const { return cfg.sink_tokens; }
+  // Slot of a position: sink tokens keep theirs, later positions cycle through the ring's slots.
+  int64_t slot(int64_t pos) const {
+    if (!ring() || pos < sinks()) return pos;
+    return sinks() + (pos - sinks()) % (cap() - sinks());
   }
-  const uint8_t* row(const std::vector<uint8_t>& store, int64_t row_bytes, int64_t b, int64_t h, int64_t pos) const {
-    return store.data() + ((b * cfg.kv_heads + h) * cap() + slot(pos)) * row_bytes;
+  // Positions sequence b holds below `first` (sink tokens once the window has moved past them).
+  int64_t lead(int64_t b) const { return std::min<int64_t>(sinks(), first[size_t(b)]); }
+
+  // The stored row of position `pos` of (b, h) in K or V.
+  const uint8_t* row(bool key, int64_t b, int64_t h, int64_t pos) const {
+    const int64_t s = slot(pos), bytes = key ? k_row_bytes : v_row_bytes;
+    if (!paged()) return (key ? k : v).data() + ((b * cfg.kv_heads + h) * cap() + s) * bytes;
+    const uint8_t* page = (key ? k_pages : v_pages)[size_t(b * pages_per_seq + s / P())];
+    return page + (h * P() + s % P()) * bytes;
+  }
+  // For writing: the caller made the page writable first (own_page).
+  uint8_t* row(bool key, int64_t b, int64_t h, int64_t pos) { return const_cast<uint8_t*>(std::as_const(*this).row(key, b, h, pos)); }
+
+  // ---- pages
+  void point(int64_t at) {
+    const int32_t e = table[size_t(at)];
+    k_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].get();
+    v_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].get() + k_page_bytes;
+  }
+  int32_t new_page() {
+    if (!free_pages.empty()) {
+      const int32_t e = free_pages.back();
+      free_pages.pop_back();
+      refs[size_t(e)] = 1;
+      return e;
+    }
+    pool.emplace_back(new uint8_t[size_t(page_bytes)]());
+    refs.push_back(1);
+    return int32_t(pool.size() - 1);
+  }
+  // Makes the page holding slot s of sequence b this sequence's own: allocated, and copied first when
+  // shared. Contents do not change, so a bad_alloc part-way leaves the cache as it was.
+  void own_page(int64_t b, int64_t s) {
+    const int64_t at = b * pages_per_seq + s / P();
+    int32_t& e = table[size_t(at)];
+    if (e < 0) {
+      const int32_t n = new_page();
+      table[size_t(at)] = n;
+    } else if (refs[size_t(e)] > 1) {
+      const int32_t n = new_page();  // may reallocate pool: index again below
+      std::memcpy(pool[size_t(n)].get(), pool[size_t(table[size_t(at)])].get(), size_t(page_bytes));
+      --refs[size_t(table[size_t(at)])];
+      table[size_t(at)] = n;
+    }
+    point(at);
+  }
+  void own_positions(int64_t b, int64_t from, int64_t to) {
+    if (!paged()) return;
+    for (int64_t pos = from; pos < to; ++pos)
+      if (pos == from || slot(pos) % P() == 0) own_page(b, slot(pos));
+  }
+  void release_page(int64_t at) {
+    const int32_t e = table[size_t(at)];
+    if (e < 0) return;
+    if (--refs[size_t(e)] == 0) free_pages.push_back(e);
+    table[size_t(at)] = -1;
+    point(at);
+  }
+  // Pages of sequence b past what its first `length` positions use (a ring uses every slot it reached).
+  void release_after(int64_t b, int64_t length) {
+    if (!paged()) return;
+    const int64_t used_slots = ring() ? std::min<int64_t>(length, cap()) : length;
+    for (int64_t i = (used_slots + P() - 1) / P(); i < pages_per_seq; ++i) release_page(b * pages_per_seq + i);
   }
 
   template <class In>
@@ -121,18 +196,35 @@ struct KVCache::Impl {
 
   // Copies the new positions in, converting each row to the cache's format (float16 rounding,
   // rotation and quantization for q8/q4).
+  // New positions [0, n) of sequence b that stay in the cache: a ring keeps its sink tokens and only
+  // the newest (capacity - sink_tokens) others, so older new ones would be overwritten anyway.
+  bool kept(int64_t b, int64_t i, int64_t n) const {
+    if (!ring()) return true;
+    const int64_t pos = lengths[size_t(b)] + i, end = lengths[size_t(b)] + n;
+    return pos < sinks() || pos >= end - (cap() - sinks());
+  }
+  // Pages every kept new position will be written to, made writable before anything is written.
+  void own_new_positions(const std::vector<int32_t>& take) {
+    if (!paged()) return;
+    for (int64_t b = 0; b < cfg.batch; ++b)
+      for (int64_t i = 0; i < take[size_t(b)]; ++i)
+        if (kept(b, i, take[size_t(b)])) {
+          const int64_t s = slot(lengths[size_t(b)] + i);
+          if (i == 0 || s % P() == 0 || !kept(b, i - 1, take[size_t(b)])) own_page(b, s);
+        }
+  }
+
   template <class In>
-  void write(const TensorView<const In>& src, std::vector<uint8_t>& store, KVType t, int64_t width,
-             int64_t row_bytes, bool rotate_rows, const std::vector<int32_t>& take) {
+  void write(const TensorView<const In>& src, bool key, KVType t, int64_t width, bool rotate_rows,
+             const std::vector<int32_t>& take) {
     std::vector<float> scratch(static_cast<size_t>(width));
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
-      // A ring keeps only its newest `capacity` positions: older new ones would be overwritten.
-      const int64_t t0 = ring() ? std::max<int64_t>(0, n - cap()) : 0;
       for (int64_t h = 0; h < cfg.kv_heads; ++h)
-        for (int64_t i = t0; i < n; ++i) {
+        for (int64_t i = 0; i < n; ++i) {
+          if (!kept(b, i, n)) continue;
           const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
-          uint8_t* to = row(store, row_bytes, b, h, lengths[size_t(b)] + i);
+          uint8_t* to = row(key, b, h, lengths[size_t(b)] + i);
           if constexpr (std::is_same_v<In, uint16_t>) {  // halves into a float16 cache
             std::memcpy(to, from, size_t(width) * 2);
           } else if (t == KVType::f32) {
@@ -151,14 +243,35 @@ struct KVCache::Impl {
 
   // Row j of sequence b, head h as floats (dequantized, unrotated).
   void read_row(bool key, int64_t b, int64_t h, int64_t j, float* out) const {
-    if (key) detail::row_to_float(ktype, row(k, k_row_bytes, b, h, j), D(), rotated, out);
-    else detail::row_to_float(vtype, row(v, v_row_bytes, b, h, j), Dv(), false, out);
+    if (key) detail::row_to_float(ktype, row(true, b, h, j), D(), rotated, out);
+    else detail::row_to_float(vtype, row(false, b, h, j), Dv(), false, out);
   }
 
   void advance(const std::vector<int32_t>& take) {
     for (int64_t b = 0; b < cfg.batch; ++b) {
       lengths[size_t(b)] += take[size_t(b)];
-      if (ring()) first[size_t(b)] = int32_t(std::max<int64_t>(first[size_t(b)], lengths[size_t(b)] - cap()));
+      // The ring's slots hold the newest (capacity - sinks) positions from `sinks` on.
+      const int64_t oldest = lengths[size_t(b)] - (cap() - sinks());
+      if (ring() && oldest > sinks()) first[size_t(b)] = int32_t(std::max<int64_t>(first[size_t(b)], oldest));
+    }
+  }
+
+  template <class In>
+  void append(const TensorView<const In>& k_in, const TensorView<const In>& v_in, Span<int32_t> counts) {
+    std::vector<int32_t> take;
+    check_append(k_in, v_in, counts, take);
+    own_new_positions(take);
+    write(k_in, true, ktype, D(), rotated && !std::is_same_v<In, uint16_t>, take);
+    write(v_in, false, vtype, Dv(), false, take);
+    advance(take);
+  }
+
+  // Copies the rows of position `from` to position `to` (every head, K and V) within sequence b
+  // (the page of `to` already owned).
+  void move_row(int64_t b, int64_t from, int64_t to) {
+    for (int64_t h = 0; h < cfg.kv_heads; ++h) {
+      std::memmove(row(true, b, h, to), row(true, b, h, from), size_t(k_row_bytes));
+      std::memmove(row(false, b, h, to), row(false, b, h, from), size_t(v_row_bytes));
     }
   }
 };
@@ -192,21 +305,41 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
   if (rotated && c.head_dim % 2 != 0)
     fail("key_rotation", cat("hadamard needs an even head_dim, given ", c.head_dim));
   if (c.window < 0) fail("window", cat("must be >= 0 (0 = no window), given ", c.window));
-  if (c.window > 0 && c.capacity < c.window)
-    fail("capacity", cat("must be >= window = ", c.window, " for a sliding-window cache, given ", c.capacity));
+  if (c.sink_tokens < 0) fail("sink_tokens", cat("must be >= 0, given ", c.sink_tokens));
+  if (c.sink_tokens > 0 && c.window == 0)
+    fail("sink_tokens", cat("keeps the first positions beside a sliding window: it needs a window (a cache "
+                            "without one keeps every position), given ", c.sink_tokens, " with window 0"));
+  if (c.window > 0 && c.capacity < c.window + c.sink_tokens)
+    fail("capacity", cat("must be >= window + sink_tokens = ", c.window + c.sink_tokens,
+                         " for a sliding-window cache, given ", c.capacity));
+  if (c.page_size < 0 || c.page_size > detail::kMaxSequenceLength)
+    fail("page_size", cat("must be in [0, ", detail::kMaxSequenceLength, "] (0 = not paged), given ", c.page_size));
   const int64_t kb = detail::stored_row_bytes(kt, c.head_dim), vb = detail::stored_row_bytes(vt, c.value_dim);
-  const int64_t k_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, kb}, 1, "capacity");
-  const int64_t v_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, vb}, 1, "capacity");
-  detail::checked_elements({k_bytes + v_bytes}, 1, "capacity");
   Impl& m = *impl_;
+  if (c.page_size > 0) {
+    const int64_t pk = detail::checked_elements({c.kv_heads, c.page_size, kb}, 1, "page_size");
+    const int64_t pv = detail::checked_elements({c.kv_heads, c.page_size, vb}, 1, "page_size");
+    m.k_page_bytes = (pk + 63) / 64 * 64;  // V rows start on a cache line
+    m.page_bytes = detail::checked_elements({m.k_page_bytes + pv}, 1, "page_size");
+    m.pages_per_seq = (c.capacity + c.page_size - 1) / c.page_size;
+    detail::checked_elements({c.batch, m.pages_per_seq}, 2 * sizeof(void*) + 4, "capacity");
+    m.table.assign(size_t(c.batch * m.pages_per_seq), -1);
+    m.k_pages.assign(m.table.size(), nullptr);
+    m.v_pages.assign(m.table.size(), nullptr);
+    m.stand_in_row.assign(size_t(std::max(c.head_dim, c.value_dim)), 0.0f);
+  } else {
+    const int64_t k_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, kb}, 1, "capacity");
+    const int64_t v_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, vb}, 1, "capacity");
+    detail::checked_elements({k_bytes + v_bytes}, 1, "capacity");
+    m.k.assign(size_t(k_bytes), 0);
+    m.v.assign(size_t(v_bytes), 0);
+  }
   m.cfg = c;
   m.ktype = kt;
   m.vtype = vt;
   m.rotated = rotated;
   m.k_row_bytes = kb;
   m.v_row_bytes = vb;
-  m.k.assign(size_t(k_bytes), 0);
-  m.v.assign(size_t(v_bytes), 0);
   m.lengths.assign(size_t(c.batch), 0);
   m.first.assign(size_t(c.batch), 0);
 }
@@ -236,18 +369,14 @@ const std::vector<int32_t>& KVCache::lengths() const noexcept { return impl_ ? i
 bool KVCache::keys_rotated() const noexcept { return impl_ && impl_->rotated; }
 int64_t KVCache::byte_length() const noexcept {
   if (!impl_) return 0;
+  if (impl_->paged()) return int64_t(impl_->pool.size()) * impl_->page_bytes;
   return int64_t(impl_->k.size() + impl_->v.size());
 }
-const void* KVCache::key_data() const noexcept { return impl_ ? impl_->k.data() : nullptr; }
-const void* KVCache::value_data() const noexcept { return impl_ ? impl_->v.data() : nullptr; }
+const void* KVCache::key_data() const noexcept { return impl_ && !impl_->paged() ? impl_->k.data() : nullptr; }
+const void* KVCache::value_data() const noexcept { return impl_ && !impl_->paged() ? impl_->v.data() : nullptr; }
 
 void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts) {
-  Impl& m = live();
-  std::vector<int32_t> take;
-  m.check_append(k, v, counts, take);
-  m.write(k, m.k, m.ktype, m.D(), m.k_row_bytes, m.rotated, take);
-  m.write(v, m.v, m.vtype, m.Dv(), m.v_row_bytes, false, take);
-  m.advance(take);
+  live().append(k, v, counts);
 }
 
 void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
@@ -255,26 +384,24 @@ void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> cou
   if (m.ktype != KVType::f16 || m.vtype != KVType::f16)
     fail_type("k", cat("raw float16 halves (uint16) need a cache whose keys and values are f16; this cache is ",
                        kv_type_name(m.ktype), "/", kv_type_name(m.vtype), ": pass floats"));
-  std::vector<int32_t> take;
-  m.check_append(k, v, counts, take);
-  m.write(k, m.k, m.ktype, m.D(), m.k_row_bytes, false, take);
-  m.write(v, m.v, m.vtype, m.Dv(), m.v_row_bytes, false, take);
-  m.advance(take);
+  m.append(k, v, counts);
 }
 
 KVCache::Contents KVCache::read(int64_t b) const {
   const Impl& m = live();
   if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
   Contents out;
+  out.sinks = m.lead(b);
   out.start = m.first[size_t(b)];
   out.length = m.lengths[size_t(b)] - out.start;
-  const int64_t H = m.cfg.kv_heads, n = out.length;
+  const int64_t H = m.cfg.kv_heads, n = out.sinks + out.length;
   out.key.assign(size_t(H * n * m.D()), 0.0f);
   out.value.assign(size_t(H * n * m.Dv()), 0.0f);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t i = 0; i < n; ++i) {
-      m.read_row(true, b, h, out.start + i, out.key.data() + (h * n + i) * m.D());
-      m.read_row(false, b, h, out.start + i, out.value.data() + (h * n + i) * m.Dv());
+      const int64_t pos = i < out.sinks ? i : out.start + i - out.sinks;
+      m.read_row(true, b, h, pos, out.key.data() + (h * n + i) * m.D());
+      m.read_row(false, b, h, pos, out.value.data() + (h * n + i) * m.Dv());
     }
   return out;
 }
@@ -290,6 +417,7 @@ void KVCache::truncate(Span<int32_t> lengths) {
   for (int64_t b = 0; b < m.cfg.batch; ++b) {
     m.lengths[size_t(b)] = lengths[size_t(b)];
     m.first[size_t(b)] = std::min(m.first[size_t(b)], lengths[size_t(b)]);
+    m.release_after(b, lengths[size_t(b)]);
   }
 }
 
@@ -297,6 +425,71 @@ void KVCache::reset() noexcept {
   if (!impl_) return;
   std::fill(impl_->lengths.begin(), impl_->lengths.end(), 0);
   std::fill(impl_->first.begin(), impl_->first.end(), 0);
+  for (int64_t b = 0; b < impl_->cfg.batch; ++b) impl_->release_after(b, 0);
+}
+
+void KVCache::fork(int64_t src, int64_t dst) {
+  Impl& m = live();
+  const int64_t B = m.cfg.batch;
+  if (src < 0 || src >= B) fail("src", cat("must be a sequence in [0, batch = ", B, "), given ", src));
+  if (dst < 0 || dst >= B) fail("dst", cat("must be a sequence in [0, batch = ", B, "), given ", dst));
+  if (dst == src) fail("dst", cat("must differ from src (both are ", src, ")"));
+  if (m.lengths[size_t(dst)] != 0)
+    fail("dst", cat("sequence ", dst, " holds ", m.lengths[size_t(dst)],
+                    " positions: fork needs an empty sequence (truncate or reset it first), nothing was changed"));
+  if (m.paged()) {
+    m.release_after(dst, 0);
+    for (int64_t i = 0; i < m.pages_per_seq; ++i) {
+      const int64_t from = src * m.pages_per_seq + i, to = dst * m.pages_per_seq + i;
+      m.table[size_t(to)] = m.table[size_t(from)];
+      if (m.table[size_t(to)] >= 0) ++m.refs[size_t(m.table[size_t(to)])];
+      m.point(to);
+    }
+  } else {  // one block: copy the slots src uses
+    const int64_t used = m.ring() ? std::min<int64_t>(m.lengths[size_t(src)], m.cap()) : m.lengths[size_t(src)];
+    for (int64_t h = 0; h < m.cfg.kv_heads; ++h) {
+      const int64_t kfrom = (src * m.cfg.kv_heads + h) * m.cap(), kto = (dst * m.cfg.kv_heads + h) * m.cap();
+      std::memcpy(m.k.data() + kto * m.k_row_bytes, m.k.data() + kfrom * m.k_row_bytes, size_t(used * m.k_row_bytes));
+      std::memcpy(m.v.data() + kto * m.v_row_bytes, m.v.data() + kfrom * m.v_row_bytes, size_t(used * m.v_row_bytes));
+    }
+  }
+  m.lengths[size_t(dst)] = m.lengths[size_t(src)];
+  m.first[size_t(dst)] = m.first[size_t(src)];
+}
+
+void KVCache::keep(int64_t sequence, Span<int32_t> tree, Span<int32_t> path) {
+  Impl& m = live();
+  const int64_t B = m.cfg.batch;
+  if (sequence < 0 || sequence >= B) fail("sequence", cat("must be in [0, batch = ", B, "), given ", sequence));
+  if (tree.data == nullptr && tree.size > 0) fail("tree", cat("data is null but size is ", tree.size));
+  if (path.data == nullptr && path.size > 0) fail("path", cat("data is null but size is ", path.size));
+  const int64_t T = int64_t(tree.size), len = m.lengths[size_t(sequence)];
+  if (T < 1) fail("tree", "needs at least one node (the parent indices given to attend)");
+  if (T > len - m.first[size_t(sequence)])
+    fail("tree", cat("its ", T, " nodes must be the newest positions of sequence ", sequence, ", which holds ",
+                     len - m.first[size_t(sequence)], " (positions ", m.first[size_t(sequence)], " to ", len - 1, ")"));
+  for (int64_t i = 0; i < T; ++i)
+    if (tree[size_t(i)] < -1 || tree[size_t(i)] >= i)
+      fail(cat("tree[", i, "]"), cat("node ", i, "'s parent must be -1 (a root) or an earlier node in [0, ", i,
+                                     "), given ", tree[size_t(i)]));
+  for (size_t k = 0; k < path.size; ++k) {
+    const int32_t node = path[k];
+    if (node < 0 || node >= T) fail(cat("path[", k, "]"), cat("must be a node in [0, ", T, "), given ", node));
+    const int32_t want = k == 0 ? -1 : path[k - 1];
+    if (tree[size_t(node)] != want)
+      fail(cat("path[", k, "]"),
+           k == 0 ? cat("the path must start at a root (parent -1); node ", node, "'s parent is ", tree[size_t(node)])
+                  : cat("node ", node, " is not a child of path[", k - 1, "] = ", want, " (its parent is ",
+                        tree[size_t(node)], ")"));
+  }
+  // Nodes only move down (path[k] >= k: parents come first), so copying in path order never
+  // overwrites a node still to be moved.
+  const int64_t base = len - T;
+  m.own_positions(sequence, base, base + int64_t(path.size));
+  for (size_t k = 0; k < path.size; ++k)
+    if (path[k] != int32_t(k)) m.move_row(sequence, base + path[k], base + int64_t(k));
+  m.lengths[size_t(sequence)] = int32_t(base + int64_t(path.size));
+  m.release_after(sequence, m.lengths[size_t(sequence)]);
 }
 
 Options KVCache::default_options() {
@@ -314,7 +507,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   const Impl& m = live();
   if (!options.key_lengths.empty())
     fail("key_lengths", "is implied by the cache (what each sequence holds) and must not be given");
-  const int64_t B = m.cfg.batch, H = m.cfg.kv_heads, cap = m.cap();
+  const int64_t B = m.cfg.batch, H = m.cfg.kv_heads, cap = m.cap(), S = m.sinks();
   const int64_t Lk = *std::max_element(m.lengths.begin(), m.lengths.end());
   Options o = options;
   o.key_lengths = Span<int32_t>(m.lengths);
@@ -322,18 +515,21 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     const int64_t left = m.cfg.window - 1;
     o.window.left = o.window.left < 0 ? left : std::min(o.window.left, left);
     o.window.right = 0;
+    o.prefix = std::max(o.prefix, S);  // sink tokens: always visible, like a prefix-LM's prefix
   }
-  // Views of the storage as [B, Hkv, Lk, D] for validation (with a ring, key j lives in slot
-  // j % capacity: the kernels address it through Problem::key_ring). Rows of other dtypes are
-  // described as float rows here; the kernels then read them through k_stored / v_stored with
-  // strides in the dtype's own units.
+  // Views of the storage as [B, Hkv, Lk, D] for validation (the kernels address rows through
+  // Problem::key_row: a ring's slots, pages). Rows of other dtypes are described as float rows here;
+  // the kernels then read them through k_stored / v_stored with strides in the dtype's own units.
   ConstTensor kv_view[2];
   for (int s = 0; s < 2; ++s) {
     const int64_t width = s == 0 ? m.D() : m.Dv();
     ConstTensor& t = kv_view[s];
-    t.data = reinterpret_cast<const float*>(s == 0 ? m.k.data() : m.v.data());
+    // A paged cache has no single block to show: one stand-in row, repeated (strides 0), is validated.
+    t.data = m.paged() ? m.stand_in_row.data() : reinterpret_cast<const float*>(s == 0 ? m.k.data() : m.v.data());
     t.shape[0] = B; t.shape[1] = H; t.shape[2] = Lk; t.shape[3] = width;
-    t.strides[0] = H * cap * width; t.strides[1] = cap * width; t.strides[2] = width; t.strides[3] = 1;
+    const int64_t rows = m.paged() ? 0 : cap;
+    t.strides[0] = H * rows * width; t.strides[1] = rows * width; t.strides[2] = m.paged() ? 0 : width;
+    t.strides[3] = 1;
     if (Lk == 0) t.data = nullptr;
   }
   detail::Problem p;
@@ -348,31 +544,47 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   p.k_type = m.ktype;
   p.v_type = m.vtype;
   p.keys_rotated = m.rotated;
-  if (m.ktype != KVType::f32) {
-    const int64_t u = row_units(m.ktype, m.D());
-    p.k_stored = Lk ? m.k.data() : nullptr;
-    p.k = nullptr;
-    p.ks = {H * cap * u, cap * u, u};
+  const int64_t ku = row_units(m.ktype, m.D()), vu = row_units(m.vtype, m.Dv());
+  if (m.paged()) {
+    p.k = p.v = nullptr;
+    p.k_pages = m.k_pages.data();
+    p.v_pages = m.v_pages.data();
+    p.page_keys = m.P();
+    p.pages_per_seq = m.pages_per_seq;
+    p.ks = {0, m.P() * ku, ku};
+    p.vs = {0, m.P() * vu, vu};
+  } else {
+    if (m.ktype != KVType::f32) {
+      p.k_stored = Lk ? m.k.data() : nullptr;
+      p.k = nullptr;
+      p.ks = {H * cap * ku, cap * ku, ku};
+    }
+    if (m.vtype != KVType::f32) {
+      p.v_stored = Lk ? m.v.data() : nullptr;
+      p.v = nullptr;
+      p.vs = {H * cap * vu, cap * vu, vu};
+    }
   }
-  if (m.vtype != KVType::f32) {
-    const int64_t u = row_units(m.vtype, m.Dv());
-    p.v_stored = Lk ? m.v.data() : nullptr;
-    p.v = nullptr;
-    p.vs = {H * cap * u, cap * u, u};
-  }
-  p.key_ring = m.ring() ? cap : 0;
+  p.key_ring = m.ring() ? cap - S : 0;
+  p.key_ring_base = m.ring() ? S : 0;
   p.uniform_over_key_lengths = true;
   p.key_first = m.first.data();
-  if (m.ring()) {  // a query whose window reaches an overwritten position cannot be answered
+  p.key_sinks = m.ring() ? S : 0;
+  if (m.ring()) {  // a query whose window reaches an overwritten position, [S, first), cannot be answered
     for (int64_t b = 0; b < B; ++b) {
-      if (m.first[size_t(b)] == 0) continue;
+      const int64_t first = m.first[size_t(b)];
+      if (first <= S) continue;
       for (int64_t i = 0; i < p.Lq; ++i) {
         const detail::RowKeys r = detail::row_keys(p, b, i);
-        if (r.empty() || r.first() >= m.first[size_t(b)]) continue;
+        if (r.empty()) continue;
+        const bool prefix_gone = r.prefix_end > S, window_gone = std::max(r.lo, S) < std::min(r.hi, first);
+        if (!prefix_gone && !window_gone) continue;
         fail("q", cat("query ", i, " of sequence ", b, " (position ", m.lengths[size_t(b)] - p.Lq + i,
-                      ") attends position ", r.first(), ", which the ring has overwritten (it holds positions ",
-                      m.first[size_t(b)], " to ", m.lengths[size_t(b)] - 1,
-                      "); a capacity >= window + Lq - 1 = ", m.cfg.window + p.Lq - 1, " avoids this"));
+                      ") attends position ", prefix_gone ? S : std::max(r.lo, S),
+                      ", which the ring has overwritten (it holds positions ",
+                      S > 0 ? cat("0 to ", S - 1, " and ") : std::string(), first, " to ",
+                      m.lengths[size_t(b)] - 1, "); a capacity >= window + sink_tokens + Lq - 1 = ",
+                      m.cfg.window + S + p.Lq - 1, " avoids this"));
       }
     }
   }
@@ -386,15 +598,18 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     logical[s].assign(size_t(B * H * Lk * width), 0.0f);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
-        for (int64_t j = m.first[size_t(b)]; j < m.lengths[size_t(b)]; ++j)
-          m.read_row(s == 0, b, h, j, logical[s].data() + ((b * H + h) * Lk + j) * width);
+        for (int64_t j = 0; j < m.lengths[size_t(b)]; ++j)
+          if (j < m.lead(b) || j >= m.first[size_t(b)])
+            m.read_row(s == 0, b, h, j, logical[s].data() + ((b * H + h) * Lk + j) * width);
   }
   p.k = logical[0].data();
   p.v = logical[1].data();
   p.k_type = p.v_type = KVType::f32;
   p.k_stored = p.v_stored = nullptr;
+  p.k_pages = p.v_pages = nullptr;
+  p.page_keys = p.pages_per_seq = 0;
   p.keys_rotated = false;
-  p.key_ring = 0;
+  p.key_ring = p.key_ring_base = 0;
   p.ks = {H * Lk * m.D(), Lk * m.D(), m.D()};
   p.vs = {H * Lk * m.Dv(), Lk * m.Dv(), m.Dv()};
   detail::run_reference(p);

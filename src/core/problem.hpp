@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <climits>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -47,12 +48,20 @@ struct Problem {
   const void* k_stored = nullptr;
   const void* v_stored = nullptr;
   bool keys_rotated = false;
-  // A ring of key_ring slots (sliding-window KV cache): key j's row is slot j % key_ring. 0 = none.
-  int64_t key_ring = 0;
+  // A ring of key_ring slots (sliding-window KV cache) after key_ring_base fixed ones (sink tokens):
+  // key j < key_ring_base is slot j, a later key is slot base + (j - base) % key_ring. 0 = none.
+  int64_t key_ring = 0, key_ring_base = 0;
+  // A paged KV cache: slot s of sequence b is row s % page_keys of the page at
+  // k_pages / v_pages[b * pages_per_seq + s / page_keys] (strides ks / vs: .h within a page, .l a row).
+  // Null = one block addressed by the strides from k / k_stored.
+  const uint8_t* const* k_pages = nullptr;
+  const uint8_t* const* v_pages = nullptr;
+  int64_t page_keys = 0, pages_per_seq = 0;
   // KV cache semantics for the `uniform` policy: average V over the positions sequence b holds,
   // [key_first[b], key_length(b)), not over all Lk (key_first null = from 0).
   bool uniform_over_key_lengths = false;
   const int32_t* key_first = nullptr;
+  int64_t key_sinks = 0;  // with key_first: positions [0, min(key_sinks, first)) are held too (sink tokens)
   float* out = nullptr;
   RowMajor3 qs, ks, vs, os;
 
@@ -101,20 +110,39 @@ struct Problem {
   bool has_elementwise_rules() const { return allowed || bias || query_segments || tree_parents; }
   int64_t tree_start(int64_t b) const { return key_length(b) - Lq; }
   const int32_t* tree_row(const int32_t* t, int64_t b) const { return t + (tree_per_batch ? b * Lq : 0); }
-  int64_t key_slot(int64_t j) const { return key_ring ? j % key_ring : j; }
+  int64_t key_slot(int64_t j) const {
+    return key_ring && j >= key_ring_base ? key_ring_base + (j - key_ring_base) % key_ring : j;
+  }
+  // How many keys from j on have consecutive rows in memory (a ring's wrap, the end of the fixed
+  // slots and a page's end cut runs): the decode kernel's chunks never cross such a cut.
+  int64_t contiguous_keys(int64_t j) const {
+    int64_t run = int64_t(1) << 40;  // beyond any key index (no overflow in j + run)
+    const int64_t slot = key_slot(j);
+    if (key_ring) run = j < key_ring_base ? key_ring_base - j : key_ring_base + key_ring - slot;
+    if (page_keys) run = std::min(run, page_keys - slot % page_keys);
+    return run;
+  }
   // K/V rows of key j in storage, in their own units (bytes for the quantized types).
-  const void* key_row(int64_t b, int64_t h, int64_t j) const { return stored_row(k, k_stored, k_type, ks, b, h, j); }
+  const void* key_row(int64_t b, int64_t h, int64_t j) const {
+    return stored_row(k, k_stored, k_pages, k_type, ks, b, h, j);
+  }
   const void* value_row(int64_t b, int64_t h, int64_t j) const {
-    return stored_row(v, v_stored, v_type, vs, b, h, j);
+    return stored_row(v, v_stored, v_pages, v_type, vs, b, h, j);
   }
 
  private:
-  const void* stored_row(const float* f, const void* stored, KVType t, const RowMajor3& s, int64_t b, int64_t h,
-                         int64_t j) const {
-    const int64_t off = b * s.b + h * s.h + key_slot(j) * s.l;
-    if (t == KVType::f32) return (f ? f : static_cast<const float*>(stored)) + off;
-    if (t == KVType::f16) return static_cast<const uint16_t*>(stored) + off;
-    return static_cast<const uint8_t*>(stored) + off;
+  const void* stored_row(const float* f, const void* stored, const uint8_t* const* pages, KVType t,
+                         const RowMajor3& s, int64_t b, int64_t h, int64_t j) const {
+    const int64_t slot = key_slot(j);
+    const void* base = f ? static_cast<const void*>(f) : stored;
+    int64_t off = b * s.b + h * s.h + slot * s.l;
+    if (pages) {
+      base = pages[b * pages_per_seq + slot / page_keys];
+      off = h * s.h + (slot % page_keys) * s.l;
+    }
+    if (t == KVType::f32) return static_cast<const float*>(base) + off;
+    if (t == KVType::f16) return static_cast<const uint16_t*>(base) + off;
+    return static_cast<const uint8_t*>(base) + off;
   }
 };
 

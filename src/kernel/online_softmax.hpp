@@ -99,15 +99,16 @@ struct OnlineSoftmax {
   }
 };
 
-// Keys [first, end) the `uniform` policy averages over: all Lk, or (KV cache) the positions
-// sequence b holds.
+// Keys [0, lead) and [first, end) the `uniform` policy averages over: all Lk, or (KV cache) the
+// positions sequence b holds (lead: sink tokens a ring kept below its oldest window position).
 struct KeyRange {
-  int64_t first = 0, end = 0;
-  int64_t size() const { return end - first; }
+  int64_t lead = 0, first = 0, end = 0;
+  int64_t size() const { return lead + end - first; }
 };
 inline KeyRange uniform_keys(const Problem& p, int64_t b) {
-  if (!p.uniform_over_key_lengths) return {0, p.Lk};
-  return {p.key_first ? int64_t(p.key_first[b]) : 0, p.key_length(b)};
+  if (!p.uniform_over_key_lengths) return {0, 0, p.Lk};
+  const int64_t first = p.key_first ? int64_t(p.key_first[b]) : 0;
+  return {std::min(p.key_sinks, first), first, p.key_length(b)};
 }
 
 // Mean of V over those keys of (b, kv head): the `uniform` policy's output row (any V dtype).
@@ -117,6 +118,7 @@ inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean
   if (keys.size() <= 0) return;
   for (int64_t c = 0; c < p.Dv; ++c) {  // column by column: no allocation mid-output
     double sum = 0;
+    for (int64_t j = 0; j < keys.lead; ++j) sum += stored_element(p.v_type, p.value_row(b, hkv, j), p.Dv, c);
     for (int64_t j = keys.first; j < keys.end; ++j) sum += stored_element(p.v_type, p.value_row(b, hkv, j), p.Dv, c);
     mean[c] = float(sum / double(keys.size()));
   }
@@ -158,7 +160,10 @@ void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const S
         if (w) {
           const KeyRange keys = uniform_keys(p, b);
           std::fill(w, w + p.Lk, 0.0f);
-          if (keys.size() > 0) std::fill(w + keys.first, w + keys.end, 1.0f / float(keys.size()));
+          if (keys.size() > 0) {
+            std::fill(w, w + keys.lead, 1.0f / float(keys.size()));
+            std::fill(w + keys.first, w + keys.end, 1.0f / float(keys.size()));
+          }
         }
         break;
       }

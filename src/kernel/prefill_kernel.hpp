@@ -144,29 +144,32 @@ class PrefillAttention {
   }
 
   void pack_tile(Workspace& ws, int64_t t) {
-    const float* k = p_.k ? p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h : nullptr;
-    const float* v = p_.v ? p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h : nullptr;
-    if (k && v) {
+    if (p_.k && p_.v) {  // plain float tensors: the common case, no per-row dispatch
+      const float* k = p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
+      const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
       pack_rows(ws, t, [&](int64_t j) { return k + p_.key_slot(j) * p_.ks.l; },
                 [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; }, true);
       return;
     }
-    // A KV cache of another dtype (float16, q8, q4): each row converted to float once (dequantized,
-    // keys unrotated) into scratch, then packed like a float row.
+    // A KV cache (paged, or of another dtype: float16, q8, q4): float rows are read in place, other
+    // rows converted to float once (dequantized, keys unrotated) into scratch, then packed.
     float* kr = ws.row_scratch.data();  // D + Dv floats (Workspace::reserve)
     float* vr = kr + p_.D;
+    const bool k_float = p_.k_type == KVType::f32, v_float = p_.v_type == KVType::f32;
     pack_rows(ws, t,
               [&](int64_t j) -> const float* {
-                if (k) return k + p_.key_slot(j) * p_.ks.l;
-                row_to_float(p_.k_type, p_.key_row(ws.b, ws.hkv, j), p_.D, p_.keys_rotated, kr);
+                const void* row = p_.key_row(ws.b, ws.hkv, j);
+                if (k_float) return static_cast<const float*>(row);
+                row_to_float(p_.k_type, row, p_.D, p_.keys_rotated, kr);
                 return kr;
               },
               [&](int64_t j) -> const float* {
-                if (v) return v + p_.key_slot(j) * p_.vs.l;
-                row_to_float(p_.v_type, p_.value_row(ws.b, ws.hkv, j), p_.Dv, false, vr);
+                const void* row = p_.value_row(ws.b, ws.hkv, j);
+                if (v_float) return static_cast<const float*>(row);
+                row_to_float(p_.v_type, row, p_.Dv, false, vr);
                 return vr;
               },
-              k != nullptr);
+              k_float);
   }
 
   // key_row(j) / value_row(j): key j's K / V row as floats (key j's row is slot key_slot(j): a ring).

@@ -97,14 +97,20 @@ void compute(const Problem& p, ReferenceResult& res) {
             for (int64_t j = 0; j < p.Lk; ++j) w[j] = nan;
           } else if (p.policy == FullyMasked::uniform) {
             // Over all Lk keys; for a KV cache, over the positions the sequence holds.
+            // A ring with sink tokens also holds positions [0, min(sinks, first)).
             const int64_t j0 = p.uniform_over_key_lengths && p.key_first ? p.key_first[b] : 0;
             const int64_t j1 = p.uniform_over_key_lengths ? p.key_length(b) : p.Lk;
-            if (j1 > j0) {
-              for (int64_t j = j0; j < j1; ++j) w[j] = 1.0 / double(j1 - j0);
+            const int64_t lead = p.uniform_over_key_lengths ? std::min(p.key_sinks, j0) : 0;
+            const int64_t held = lead + j1 - j0;
+            auto is_held = [&](int64_t j) { return j < lead || (j >= j0 && j < j1); };
+            if (held > 0) {
+              for (int64_t j = 0; j < p.Lk; ++j)
+                if (is_held(j)) w[j] = 1.0 / double(held);
               for (int64_t c = 0; c < p.Dv; ++c) {
                 Real sum = 0;
-                for (int64_t j = j0; j < j1; ++j) sum += Real(v[j * p.vs.l + c]);
-                out[c] = double(sum / Real(j1 - j0));
+                for (int64_t j = 0; j < p.Lk; ++j)
+                  if (is_held(j)) sum += Real(v[j * p.vs.l + c]);
+                out[c] = double(sum / Real(held));
               }
             }
           }

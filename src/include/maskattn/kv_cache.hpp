@@ -50,6 +50,13 @@ struct KVCacheConfig {
   // K and V may differ: each defaults to dtype (e.g. dtype q8, value_dtype q4).
   std::optional<KVType> key_dtype, value_dtype;
   KeyRotation key_rotation = KeyRotation::automatic;
+  // StreamingLLM sink tokens (needs a window): positions 0..sink_tokens-1 of each sequence are kept
+  // forever beside the newest `window`, and attention sees both (capacity >= window + sink_tokens).
+  int64_t sink_tokens = 0;
+  // P > 0: a paged cache. Memory is taken in pages of P positions (all heads) as sequences grow, and
+  // fork() shares pages between sequences (copy on write) instead of copying them. 0: one block of
+  // batch x capacity positions, allocated up front (key_data() / value_data() expose it).
+  int64_t page_size = 0;
 };
 
 // Raw IEEE half bits, as a view (same shape and strides rules as float views).
@@ -87,6 +94,18 @@ class KVCache {
   void truncate(Span<int32_t> lengths);
   void reset() noexcept;
 
+  // Makes sequence dst hold exactly what sequence src holds (its positions, lengths and ring state);
+  // dst must be empty (length 0: reset or truncate it first). A paged cache shares src's pages: O(1)
+  // memory, and a later write into a shared page copies that page first, so appending to or
+  // truncating either sequence never changes the other. A contiguous cache copies the rows.
+  void fork(int64_t src, int64_t dst);
+
+  // After tree verification (Options::tree) over the last tree.size positions of `sequence`: keeps
+  // the accepted `path` of nodes (a root, then a child of each previous node) by moving their K/V
+  // rows into place, so the sequence continues from the path's last node. An empty path drops the
+  // whole tree. tree: that sequence's parent indices, as given to attend.
+  void keep(int64_t sequence, Span<int32_t> tree, Span<int32_t> path);
+
   // q [B, Hq, Lq, D] holds each sequence's newest Lq positions (query i of sequence b is at
   // position lengths[b] - Lq + i). Keys are the cache's positions; every Options rule applies on
   // top as in attention() (key_lengths are implied by the cache and must not be given).
@@ -98,20 +117,23 @@ class KVCache {
   static Options default_options();
 
   // The dequantized float32 contents sequence b holds: key [Hkv, n, D], value [Hkv, n, Dv]
-  // (contiguous), n = length, positions start, start + 1, ... in order (a ring keeps the newest only).
+  // (contiguous), n = sinks + length rows: positions 0 .. sinks-1 (sink tokens a ring kept below its
+  // window; 0 otherwise), then start, start + 1, ... in order (a ring keeps the newest only).
   // Keys come back unrotated. For every dtype; f32 returns the stored values exactly.
   struct Contents {
     std::vector<float> key, value;
-    int64_t start = 0, length = 0;
+    int64_t start = 0, length = 0, sinks = 0;
   };
   Contents read(int64_t b) const;
 
   // Bytes of K/V storage: B x Hkv x capacity x (key row + value row bytes), where a row of n
   // elements takes 4n (f32), 2n (f16), 36 per block of 32 (q8) or 20 per block (q4). Constant.
+  // A paged cache: the pages it holds (in use or free for reuse) x Hkv x page_size x (both rows).
   int64_t byte_length() const noexcept;
   // The storage, for zero-copy use: K is [B, Hkv, capacity, key row] and V [B, Hkv, capacity, value row],
   // contiguous: float, uint16_t halves, or quantized rows (docs/semantics.md, "Quantized caches");
-  // with a window, position p is in slot p % capacity.
+  // with a window, position p is in slot p % capacity (p < sink_tokens: slot p; later positions:
+  // slot S + (p - S) % (capacity - S)). A paged cache has no single block: null.
   const void* key_data() const noexcept;
   const void* value_data() const noexcept;
 
