@@ -41,7 +41,7 @@ namespace {
   X(prefix) X(querySegments) X(keySegments) X(alibiSlopes) X(softcap) X(fullyMasked)            \
   X(weights) X(weightsSize) X(lse) X(lseSize) X(stats) X(half) X(counts) X(allowedSize) X(biasSize)    \
   X(keyLengthsSize) X(queryLengthsSize) X(querySegmentsSize) X(keySegmentsSize) X(alibiSlopesSize)  \
-  X(countsSize) X(threads)
+  X(countsSize) X(threads) X(sinks) X(sinksSize) X(tree) X(treeSize)
 
 struct CallArgs {
 #define MASKATTN_FIELD(name) double name;
@@ -106,6 +106,8 @@ maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   if (a.querySegments) o.query_segments = Span<int32_t>(at<const int32_t>(a.querySegments), elements(a.querySegmentsSize));
   if (a.keySegments) o.key_segments = Span<int32_t>(at<const int32_t>(a.keySegments), elements(a.keySegmentsSize));
   if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), elements(a.alibiSlopesSize));
+  if (a.sinks) o.sinks = Span<float>(at<const float>(a.sinks), elements(a.sinksSize));
+  if (a.tree) o.tree = Span<int32_t>(at<const int32_t>(a.tree), elements(a.treeSize));
   // A softcap that is not 0 but rounds to 0 in float would silently turn the cap off: passed on as
   // the smallest subnormal, which the library rejects (JS checks first and names the value).
   o.softcap = float(a.softcap);
@@ -193,8 +195,10 @@ maskattn::KVCache& cache_of(uint32_t handle) {
 // its memory cannot be had. dtypes 0 = f32, 1 = f16, 2 = q8, 3 = q4 (KVType's order); key_dtype and
 // value_dtype -1 = dtype; key_rotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none. JS
 // passes safe integers; a code outside the enums reaches the library, which names the field.
+// sink_tokens 0 = none; page_size 0 = one contiguous block.
 double kv_create(double batch, double kv_heads, double capacity, double head_dim, double value_dim,
-                 double dtype, double window, double key_dtype, double value_dtype, double key_rotation) {
+                 double dtype, double window, double key_dtype, double value_dtype, double key_rotation,
+                 double sink_tokens, double page_size) {
   using namespace maskattn;
   uint32_t handle = 0;
   const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
@@ -211,6 +215,8 @@ double kv_create(double batch, double kv_heads, double capacity, double head_dim
     config.key_rotation = key_rotation >= 0 && key_rotation <= 2 ? static_cast<KeyRotation>(int(key_rotation))
                                                                  : static_cast<KeyRotation>(-1);
     config.window = whole(window);
+    config.sink_tokens = whole(sink_tokens);
+    config.page_size = whole(page_size);
     auto cache = std::make_unique<KVCache>(config);
     if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
     handle = g_next_handle++;
@@ -268,6 +274,20 @@ int kv_reset(uint32_t handle) {
   return guarded("the WebAssembly heap is full", [&] { cache_of(handle).reset(); });
 }
 
+int kv_fork(uint32_t handle, double src, double dst) {
+  return guarded("the WebAssembly heap cannot hold a copy of this sequence",
+                 [&] { cache_of(handle).fork(whole(src), whole(dst)); });
+}
+
+// tree: tree_size parent indices, path: path_size node indices (int32 arrays in wasm memory).
+int kv_keep(uint32_t handle, double sequence, uint32_t tree, uint32_t tree_size, uint32_t path, uint32_t path_size) {
+  using namespace maskattn;
+  return guarded("the WebAssembly heap cannot hold a copy of a shared page", [&] {
+    cache_of(handle).keep(whole(sequence), Span<int32_t>(at<const int32_t>(tree), size_t(tree_size)),
+                          Span<int32_t>(at<const int32_t>(path), size_t(path_size)));
+  });
+}
+
 // The address of the cache's lengths (config().batch int32 values), valid until the next call
 // into the cache; 0 for a stale handle. JS copies them out at once.
 uint32_t kv_lengths(uint32_t handle) {
@@ -289,6 +309,7 @@ int kv_read(uint32_t handle, double b) {
 emscripten::val kv_read_result() {
   auto info = emscripten::val::object();
   info.set("start", double(g_read.start));
+  info.set("sinks", double(g_read.sinks));
   info.set("length", double(g_read.length));
   info.set("key", double(uintptr_t(g_read.key.data())));
   info.set("value", double(uintptr_t(g_read.value.data())));
@@ -374,6 +395,8 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("kvAttend", &kv_attend);
   function("kvTruncate", &kv_truncate);
   function("kvReset", &kv_reset);
+  function("kvFork", &kv_fork);
+  function("kvKeep", &kv_keep);
   function("kvLengths", &kv_lengths);
   function("kvByteLength", &kv_byte_length);
   function("mergeAttention", &merge_attention);

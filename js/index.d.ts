@@ -80,6 +80,20 @@ export interface MaskOptions {
   segments?: { query: Int32Array | readonly number[] | readonly (readonly number[])[]; key: Int32Array | readonly number[] | readonly (readonly number[])[] };
   /** ALiBi slope per query head: adds -slope[h] * |d(i) - j|. */
   alibiSlopes?: Float32Array | readonly number[];
+  /**
+   * Learned attention sinks (gpt-oss; ONNX head_sink): one logit per query head [Hq]. Each row's
+   * softmax denominator gains e^(sinks[h] - max), a virtual key whose value is 0, so the weights sum
+   * to less than 1; a row with no key left returns 0 (lse = the sink) under every policy. -Infinity
+   * = no sink for that head.
+   */
+  sinks?: Float32Array | readonly number[];
+  /**
+   * Tree verification (speculative decoding): the last Lq keys of each sequence are the query nodes
+   * of a tree; tree[i] is node i's parent (-1 = a root, hanging off the earlier keys; else an earlier
+   * node). Node i sees every key before the tree, its ancestors and itself. [Lq] for every sequence,
+   * or [B * Lq]. No Lq x Lk mask is made.
+   */
+  tree?: Int32Array | readonly number[];
   /** softcap c > 0: s = c * tanh(s / c), applied before bias and masks. */
   softcap?: number;
   /** What a row with no key to attend returns (default 'zero'). */
@@ -180,6 +194,17 @@ export interface KVCacheOptions<T extends KVDtype = KVDtype> {
    * appends never run out of room; attend() sees positions d(i) - W + 1 ..= d(i). 0 (default): none.
    */
   window?: number;
+  /**
+   * StreamingLLM sink tokens (needs a window): positions 0 .. sinkTokens-1 of each sequence are kept
+   * forever beside the newest `window`, and attend() sees both (capacity >= window + sinkTokens).
+   */
+  sinkTokens?: number;
+  /**
+   * P > 0: a paged cache. Memory is taken in pages of P positions as sequences grow (byteLength
+   * grows), and fork() shares pages between sequences instead of copying them. 0 (default): one
+   * block of batch x capacity positions, allocated up front.
+   */
+  pageSize?: number;
 }
 
 export interface KVAppendOptions {
@@ -233,13 +258,25 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
   attend(q: Tensor, options?: KVAttendOptions): AttentionResult;
   /**
    * The float32 contents sequence b holds (copies): dequantized for q8/q4 (keys unrotated), exact
-   * for float32/float16. `start` is the absolute position of the first row (a ring keeps the newest).
+   * for float32/float16. The first `sinks` rows are positions 0 .. sinks-1 (sink tokens a ring kept
+   * below its window), the others positions start, start + 1, ... (a ring keeps the newest).
    */
   read(b: number): {
     key: { data: Float32Array; shape: [number, number, number] };
     value: { data: Float32Array; shape: [number, number, number] };
     start: number;
+    sinks: number;
   };
+  /**
+   * Sequence dst (empty) then holds exactly what src holds. Paged caches share src's pages (O(1),
+   * copy on write); contiguous ones copy. Appends and truncates on either never change the other.
+   */
+  fork(src: number, dst: number): void;
+  /**
+   * After attend(q, { tree }): keeps the accepted path of sequence b's tree (node indices from a
+   * root down), moving its keys and values into place; the sequence continues from its last node.
+   */
+  keep(b: number, tree: Int32Array | readonly number[], path: Int32Array | readonly number[]): void;
   /** Shortens sequences (rollback of rejected speculative tokens): each in [0, current length]. */
   truncate(lengths: Int32Array | readonly number[]): void;
   /** Empties every sequence. */

@@ -2,8 +2,8 @@
 // handle), for token-by-token generation: append, attend, truncate, reset, dispose. Its
 // configuration is read by plan.js's CACHE_CONFIG table; attend() plans like attention() (plan.js)
 // over the cache's logical K/V; every call goes through the module's Wire (wasm-call.js).
-import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
-import { check4, checkLayout, count, ownFields, shapeOf, toInt32 } from './read.js';
+import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind, typedLength } from './errors.js';
+import { check4, checkLayout, count, isArray, ownFields, shapeOf, toInt32 } from './read.js';
 import { callOptions, logical, planCache, planCall } from './plan.js';
 
 const APPEND_OPTIONS = new Set(['counts', 'layout']);
@@ -13,6 +13,13 @@ const APPEND_OPTIONS = new Set(['counts', 'layout']);
 const SCRATCH_KEEP = 1 << 20;
 
 const align16 = (bytes) => Math.ceil(bytes / 16) * 16;
+
+// The length of an index array argument (an Int32Array or an array of integers), for toInt32.
+function lengthOf(x, name) {
+  if (typedKind(x) !== undefined) return typedLength(x);
+  if (isArray(x, name)) return x.length;
+  throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
+}
 
 /**
  * Keys and values of earlier tokens, held in wasm memory, for token-by-token generation.
@@ -70,7 +77,10 @@ export class KVCache {
     return B === 0 ? new Int32Array(0) : this._m.HEAP32.slice(p >>> 2, (p >>> 2) + B);
   }
 
-  /** Bytes of K/V storage in wasm memory (constant for the cache's life). */
+  /**
+   * Bytes of K/V storage in wasm memory: constant for a contiguous cache; a paged cache's pages
+   * (pageSize > 0), which grow as sequences do and are shared by forks.
+   */
   get byteLength() {
     this._live();
     return this._m.kvByteLength(this._handle);
@@ -154,8 +164,9 @@ export class KVCache {
 
   /**
    * What sequence b holds, as float32 copies the caller owns: `{ key: { data, shape: [Hkv, n, D] },
-   * value: { data, shape: [Hkv, n, Dv] }, start }`, n = positions held, `start` the absolute
-   * position of the first row (a window's ring keeps only the newest). q8/q4 caches give the
+   * value: { data, shape: [Hkv, n, Dv] }, start, sinks }`, n = positions held: the first `sinks`
+   * rows are positions 0 .. sinks-1 (sink tokens a ring kept below its window; usually 0), the rest
+   * positions start, start + 1, ... (a window's ring keeps only the newest). q8/q4 caches give the
    * dequantized values (keys unrotated); float32 and float16 caches give exactly what they store.
    */
   read(b) {
@@ -166,12 +177,13 @@ export class KVCache {
     try {
       const r = m.kvReadResult();
       const { kvHeads: H, headDim: D, valueDim: Dv } = this.config;
-      const n = r.length;
+      const n = r.sinks + r.length;
       const copy = (address, count) => m.HEAPF32.slice(address >>> 2, (address >>> 2) + count);
       return {
         key: { data: copy(r.key, H * n * D), shape: [H, n, D] },
         value: { data: copy(r.value, H * n * Dv), shape: [H, n, Dv] },
         start: r.start,
+        sinks: r.sinks,
       };
     } finally {
       m.kvReadRelease();  // the library's copy is not kept
@@ -187,6 +199,37 @@ export class KVCache {
       const p = this._block(next.byteLength, alloc);
       this._m.HEAP32.set(next, p >>> 2);
       this._wire.check(this._m.kvTruncate(this._handle, p, next.length));
+    });
+  }
+
+  /**
+   * Makes sequence dst hold exactly what sequence src holds; dst must be empty (truncate it to 0
+   * first). A paged cache (pageSize > 0) shares src's pages, O(1) in time and memory, and copies a
+   * page only when either sequence writes into it, so neither ever changes the other; a contiguous
+   * cache copies the rows.
+   */
+  fork(src, dst) {
+    this._live();
+    this._wire.check(this._m.kvFork(this._handle, count(src, 'src'), count(dst, 'dst')));
+  }
+
+  /**
+   * After tree verification (attend(q, { tree })): keeps the accepted `path` of sequence b's tree
+   * (node indices from a root down: [0, 2, 5]) by moving their keys and values into place, so the
+   * sequence continues from the path's last node. `tree`: that sequence's parent indices, as given
+   * to attend; an empty path drops the whole tree.
+   */
+  keep(b, tree, path) {
+    this._live();
+    const index = count(b, 'b');
+    const parents = toInt32(tree, 'tree', lengthOf(tree, 'tree'));
+    const nodes = toInt32(path, 'path', lengthOf(path, 'path'));
+    this._wire.scoped((alloc) => {
+      const p = this._block(align16(parents.byteLength) + nodes.byteLength, alloc);
+      const q = p + align16(parents.byteLength);
+      this._m.HEAP32.set(parents, p >>> 2);
+      this._m.HEAP32.set(nodes, q >>> 2);
+      this._wire.check(this._m.kvKeep(this._handle, index, p, parents.length, q, nodes.length));
     });
   }
 

@@ -4,9 +4,9 @@
 // the binding's: bindings/maskattn_embind.cpp MASKATTN_CALL_FIELDS) and, where the C++ library
 // spells it otherwise, the library's name for it (so that its errors name the JS argument). A new
 // option is one row here, its type in index.d.ts, and its C++ side.
-import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
+import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind, typedLength } from './errors.js';
 import {
-  bool, checkLayout, choice, count, float32, integer, isRecord, maskOf, owned, ownFields, product, segmentIds,
+  bool, checkLayout, choice, count, float32, integer, isArray, isRecord, maskOf, owned, ownFields, product, segmentIds,
   toFloat32, toInt32, windowOf,
 } from './read.js';
 
@@ -33,6 +33,17 @@ function readSegments(s, ctx) {
   if (!ids || ids.query == null || ids.key == null)
     throw new MaskAttnTypeError('segments', `must be { query, key } segment ids ([B*Lq] and [B*Lk]), given ${describe(s)}`);
   return { query: segmentIds(ids.query, 'segments.query', ctx.B, ctx.Lq), key: segmentIds(ids.key, 'segments.key', ctx.B, ctx.Lk) };
+}
+
+// Tree verification: a parent index per query node, one tree for every sequence ([Lq]) or one per
+// sequence ([B * Lq]); the library checks that each parent is an earlier node.
+function readTree(x, ctx) {
+  if (x === undefined || x === null) return null;
+  const n = typedKind(x) ? typedLength(x) : isArray(x, 'tree') ? x.length : undefined;
+  if (n === undefined) throw new MaskAttnTypeError('tree', `must be an Int32Array or an array of parent indices, given ${describe(x)}`);
+  if (n !== ctx.Lq && n !== ctx.B * ctx.Lq)
+    throw new MaskAttnRangeError('tree', `needs one parent index per query (Lq = ${ctx.Lq}) or per query of every sequence (B*Lq = ${ctx.B * ctx.Lq}), given ${n}`);
+  return toInt32(x, 'tree', n);
 }
 
 // Most threads for a call (C++ Options::threads): by default all the module has; never more (a
@@ -88,6 +99,11 @@ export const OPTIONS = {
     read: (x, ctx) => toFloat32(x, 'alibiSlopes', ctx.Hq), blocks: (v) => [v && owned(v, 'alibiSlopes')],
     wire: (v, at) => spanFields('alibiSlopes', v, at), library: 'alibi_slopes',
   },
+  sinks: {
+    read: (x, ctx) => toFloat32(x, 'sinks', ctx.Hq), blocks: (v) => [v && owned(v, 'sinks')],
+    wire: (v, at) => spanFields('sinks', v, at),
+  },
+  tree: { read: readTree, blocks: (v) => [v && owned(v, 'tree')], wire: (v, at) => spanFields('tree', v, at) },
   softcap: { read: (x) => float32(x ?? 0, 'softcap', true), wire: (v) => ({ softcap: v }) },
   fullyMasked: { read: (x) => choice(x ?? 'zero', 'fullyMasked', POLICY), wire: (v) => ({ fullyMasked: v }), library: 'fully_masked' },
   returnWeights: { read: (x) => bool(x, 'returnWeights'), library: 'weights' },
@@ -195,6 +211,8 @@ export const CACHE_CONFIG = {
     wire: (v) => ROTATIONS.get(v),
     library: 'key_rotation',
   },
+  sinkTokens: { read: (x) => count(x ?? 0, 'sinkTokens'), library: 'sink_tokens' },
+  pageSize: { read: (x) => count(x ?? 0, 'pageSize'), library: 'page_size' },
 };
 
 /** The cache's configuration (defaults filled in) and kv_create's arguments, from the caller's fields. */

@@ -300,6 +300,27 @@ const std::vector<Row>& rows() {
       {"alibi_count_is_hkv", [](W& w) { w.opt.alibi_slopes = Span<float>(w.slopes.p(), 2); w.call(); }, "alibi_slopes", {"4", "2"}},
       {"alibi_slope_inf", [](W& w) { static const std::vector<float> s = {0.5f, 0.5f, 0.5f, kInf}; w.opt.alibi_slopes = s; w.call(); }, "alibi_slopes", {"inf"}},
 
+      {"sinks_count_is_hkv", [](W& w) { w.opt.sinks = Span<float>(w.slopes.p(), 2); w.call(); }, "sinks", {"4", "2"}},
+      {"sinks_nan", [](W& w) { static const std::vector<float> s = {0.5f, kNaN, 0.5f, 0.5f}; w.opt.sinks = s; w.call(); }, "sinks[1]", {"nan"}},
+      {"sinks_plus_inf", [](W& w) { static const std::vector<float> s = {kInf, 0.5f, 0.5f, 0.5f}; w.opt.sinks = s; w.call(); }, "sinks[0]", {"inf"}},
+      {"sinks_null_with_size", [](W& w) { w.opt.sinks = Span<float>(nullptr, 4); w.call(); }, "sinks", {"null"}},
+      {"tree_length_wrong", [](W& w) { static const std::vector<int32_t> t = {-1, 0}; w.opt.tree = t; w.call(); }, "tree", {"Lq = 3", "2"}},
+      {"tree_parent_not_earlier", [](W& w) { static const std::vector<int32_t> t = {-1, 2, 0}; w.opt.tree = t; w.call(); }, "tree[1]", {"earlier", "2"}},
+      {"tree_parent_self", [](W& w) { static const std::vector<int32_t> t = {-1, 0, 2}; w.opt.tree = t; w.call(); }, "tree[2]", {"2"}},
+      {"tree_per_batch_second_bad", [](W& w) { static const std::vector<int32_t> t = {-1, 0, 1, -1, -2, 0}; w.opt.tree = t; w.call(); }, "tree[4]", {"-2"}},
+      {"tree_longer_than_keys", [](W& w) {
+         static const std::vector<int32_t> t = {-1, 0, 1}, lengths = {5, 2};
+         w.opt.tree = t;
+         w.opt.key_lengths = lengths;
+         w.call();
+       }, "tree", {"sequence 1 has 2 keys"}},
+      {"tree_with_query_lengths", [](W& w) {
+         static const std::vector<int32_t> t = {-1, 0, 1};
+         w.opt.tree = t;
+         w.opt.query_lengths = Span<int32_t>(w.query_lengths.p(), 2);
+         w.call();
+       }, "tree", {"query_lengths"}},
+
       // ---- Other options, and enums from a bad cast (a binding's garbage).
       {"prefix_negative", [](W& w) { w.opt.prefix = -3; w.call(); }, "prefix", {"-3"}},
       {"window_left_int64_min", [](W& w) { w.opt.window.left = kI64Min; w.call(); }, "window", {"-9223372036854775808"}},
@@ -374,6 +395,40 @@ const std::vector<Row>& rows() {
          o.window.left = -1;  // unbounded left: the ring's own rule still caps it at W - 1
          w.ring.attend(maskattn::bhld<const float>(w.cq.p(), 2, 2, 2, 4), maskattn::bhld(w.cout.p(), 2, 2, 2, 6), o);
        }, "q", {"overwritten"}},
+
+      // ---- KV cache: fork and keep.
+      {"fork_onto_live_sequence", [](W& w) { w.f32.fork(0, 1); }, "dst", {"holds 5", "empty"}},
+      {"fork_onto_itself", [](W& w) { w.f16.fork(1, 1); }, "dst", {"differ"}},
+      {"fork_src_out_of_range", [](W& w) { w.ring.fork(2, 0); }, "src", {"2"}},
+      {"keep_path_not_a_child", [](W& w) {
+         static const std::vector<int32_t> t = {-1, 0, 0}, path = {0, 2, 1};
+         w.f32.keep(1, t, path);
+       }, "path[2]", {"not a child"}},
+      {"keep_path_starts_below_a_root", [](W& w) {
+         static const std::vector<int32_t> t = {-1, 0, 0}, path = {1};
+         w.f16.keep(0, t, path);
+       }, "path[0]", {"root"}},
+      {"keep_tree_longer_than_sequence", [](W& w) {
+         static const std::vector<int32_t> t = {-1, 0, 1, 2}, path = {0};
+         w.f32.keep(0, t, path);
+       }, "tree", {"4 nodes", "holds 3"}},
+      {"keep_tree_reaches_overwritten", [](W& w) {
+         static const std::vector<int32_t> t = {-1, 0, 1, 2}, path = {0};
+         w.ring.keep(0, t, path);
+       }, "tree", {"4 nodes"}},
+      {"keep_sequence_out_of_range", [](W& w) {
+         static const std::vector<int32_t> t = {-1}, path = {0};
+         w.f32.keep(-1, t, path);
+       }, "sequence", {"-1"}},
+      {"attend_tree_parent_bad", [](W& w) {
+         maskattn::Options o = KVCache::default_options();
+         static const std::vector<int32_t> t = {0};
+         o.tree = t;
+         w.f32.attend(w.attend_q(), w.attend_out(), o);
+       }, "tree[0]", {"0"}},
+      {"config_sink_tokens_without_window", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.sink_tokens = 1; KVCache x(c); }, "sink_tokens", {"window"}},
+      {"config_sink_tokens_beyond_capacity", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4, 3); c.sink_tokens = 2; KVCache x(c); }, "capacity", {"5"}},
+      {"config_page_size_negative", [](W&) { KVCacheConfig c = cache_config(KVType::q8, 4); c.page_size = -1; KVCache x(c); }, "page_size", {"-1"}},
 
       // ---- KV cache: use after it was moved from (C++'s "use after dispose").
       {"moved_from_append", [](W& w) {

@@ -310,7 +310,7 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
     fail("sink_tokens", cat("keeps the first positions beside a sliding window: it needs a window (a cache "
                             "without one keeps every position), given ", c.sink_tokens, " with window 0"));
   if (c.window > 0 && c.capacity < c.window + c.sink_tokens)
-    fail("capacity", cat("must be >= window + sink_tokens = ", c.window + c.sink_tokens,
+    fail("capacity", cat("must be >= window + sink tokens = ", c.window + c.sink_tokens,
                          " for a sliding-window cache, given ", c.capacity));
   if (c.page_size < 0 || c.page_size > detail::kMaxSequenceLength)
     fail("page_size", cat("must be in [0, ", detail::kMaxSequenceLength, "] (0 = not paged), given ", c.page_size));
@@ -583,7 +583,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
                       ") attends position ", prefix_gone ? S : std::max(r.lo, S),
                       ", which the ring has overwritten (it holds positions ",
                       S > 0 ? cat("0 to ", S - 1, " and ") : std::string(), first, " to ",
-                      m.lengths[size_t(b)] - 1, "); a capacity >= window + sink_tokens + Lq - 1 = ",
+                      m.lengths[size_t(b)] - 1, "); a capacity >= window + sink tokens + Lq - 1 = ",
                       m.cfg.window + S + p.Lq - 1, " avoids this"));
       }
     }

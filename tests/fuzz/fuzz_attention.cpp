@@ -164,7 +164,8 @@ struct Problem {
   bool want_weights = false, want_lse = false;
   std::vector<int32_t> key_lengths, query_lengths, qseg, kseg;
   std::vector<uint8_t> allowed;
-  std::vector<float> bias, slopes;
+  std::vector<float> bias, slopes, sinks;
+  std::vector<int32_t> tree;
   int64_t allowed_shape[4] = {1, 1, 1, 1}, bias_shape[4] = {1, 1, 1, 1};
   Options opt;
   maskattn::ExtraOutputs extra;
@@ -184,6 +185,8 @@ struct Problem {
       opt.bias = maskattn::make_mask<float>(bias.data(), bias_shape[0], bias_shape[1], bias_shape[2], bias_shape[3],
                                             int64_t(bias.size()));
     opt.alibi_slopes = slopes.empty() ? maskattn::Span<float>() : maskattn::Span<float>(slopes);
+    opt.sinks = sinks.empty() ? maskattn::Span<float>() : maskattn::Span<float>(sinks);
+    opt.tree = tree.empty() ? maskattn::Span<int32_t>() : maskattn::Span<int32_t>(tree);
     extra = {};
     if (want_weights) {
       extra.weights = weights.data();
@@ -283,6 +286,16 @@ Problem build_problem(FuzzedDataProvider& in) {
   if (in.ConsumeBool()) {
     for (int64_t h = 0; h < p.Hq; ++h) p.slopes.push_back(g.uniform(0, 1));
     p.unit_scale = false;
+  }
+  if (in.ConsumeBool())  // learned sinks, some heads without one (-inf)
+    for (int64_t h = 0; h < p.Hq; ++h) p.sinks.push_back(g.next() % 5 == 0 ? -kInf : g.uniform(-6, 6));
+  int64_t min_key_length = p.Lk;
+  for (int32_t x : p.key_lengths) min_key_length = std::min<int64_t>(min_key_length, x);
+  if (in.ConsumeBool() && p.query_lengths.empty() && p.Lq <= min_key_length && p.Lq > 0) {
+    // Tree verification: one tree for all sequences or one each, parents before children.
+    const int64_t trees = in.ConsumeBool() ? p.B : 1;
+    for (int64_t t = 0; t < trees; ++t)
+      for (int64_t i = 0; i < p.Lq; ++i) p.tree.push_back(i == 0 || g.next() % 4 == 0 ? -1 : int32_t(g.next() % uint64_t(i)));
   }
   if (in.ConsumeBool()) {
     static const float caps[] = {0.5f, 1.0f, 5.0f, 30.0f, std::numeric_limits<float>::min()};
@@ -549,6 +562,9 @@ void cache_case(FuzzedDataProvider& in) {
   if (in.ConsumeBool()) c.value_dtype = in.PickValueInArray({KVType::f32, KVType::f16, KVType::q8, KVType::q4});
   if (in.ConsumeBool()) c.key_rotation = maskattn::KeyRotation::none;
   c.window = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, c.capacity) : 0;
+  if (c.window) c.sink_tokens = in.ConsumeIntegralInRange<int64_t>(0, std::min<int64_t>(3, c.capacity - c.window));
+  if (in.ConsumeBool()) c.page_size = in.ConsumeIntegralInRange<int64_t>(1, 12);
+  const int64_t S = c.sink_tokens;
   maskattn::KVCache cache(c);
   const KVType kt = cache.config().key_dtype.value(), vt = cache.config().value_dtype.value();
   // Quantized sides are checked against the cache's own contents (read()), with queries q8 holds
@@ -567,7 +583,65 @@ void cache_case(FuzzedDataProvider& in) {
   auto stored_as = [&](KVType t, float x) { return t == KVType::f16 ? maskattn::half_to_float(maskattn::float_to_half(x)) : x; };
   const int ops = in.ConsumeIntegralInRange<int>(1, 8);
   for (int op = 0; op < ops && in.remaining_bytes() > 0; ++op) {
-    const int kind = in.ConsumeIntegralInRange<int>(0, 5);
+    const int kind = in.ConsumeIntegralInRange<int>(0, 7);
+    if (kind == 6) {  // fork: valid onto an empty other sequence, else refused with nothing changed
+      const int64_t src = in.ConsumeIntegralInRange<int64_t>(0, B), dst = in.ConsumeIntegralInRange<int64_t>(0, B);
+      const bool ok = src < B && dst < B && src != dst && lengths[size_t(dst)] == 0;
+      try {
+        cache.fork(src, dst);
+        FUZZ_CHECK(ok, "an invalid fork was accepted");
+      } catch (const ArgumentError&) {
+        FUZZ_CHECK(!ok, "a valid fork was refused");
+        FUZZ_CHECK(cache.lengths() == lengths, "a refused fork changed the lengths");
+        continue;
+      }
+      sk[size_t(dst)] = sk[size_t(src)];
+      sv[size_t(dst)] = sv[size_t(src)];
+      lengths[size_t(dst)] = lengths[size_t(src)];
+      FUZZ_CHECK(cache.lengths() == lengths, "lengths after a fork");
+      continue;
+    }
+    if (kind == 7) {  // keep: a tree over the newest T positions, a path (sometimes not a path)
+      const int64_t b = in.ConsumeIntegralInRange<int64_t>(0, B - 1);
+      const int64_t T = in.ConsumeIntegralInRange<int64_t>(1, 6);
+      std::vector<int32_t> tree, path;
+      for (int64_t i = 0; i < T; ++i) tree.push_back(i == 0 || g.next() % 3 == 0 ? -1 : int32_t(g.next() % uint64_t(i)));
+      for (int32_t node = -1;;) {  // a root, then a child of each node, while there is one
+        std::vector<int32_t> children;
+        for (int64_t i = 0; i < T; ++i)
+          if (tree[size_t(i)] == node) children.push_back(int32_t(i));
+        if (children.empty() || !in.ConsumeBool()) break;
+        node = children[size_t(g.next() % children.size())];
+        path.push_back(node);
+      }
+      if (!path.empty() && in.ConsumeBool()) path.back() = int32_t(g.next() % uint64_t(T + 1));  // maybe no child
+      // The tree must lie in the positions the window part holds, [start, length) (read()).
+      bool ok = T <= lengths[size_t(b)] - cache.read(b).start;
+      for (size_t k = 0; k < path.size(); ++k)
+        ok = ok && path[k] < T && tree[size_t(path[k])] == (k == 0 ? -1 : path[k - 1]);
+      try {
+        cache.keep(b, tree, path);
+        FUZZ_CHECK(ok, "an invalid keep was accepted");
+      } catch (const ArgumentError& e) {
+        FUZZ_CHECK(!ok, std::string("a valid keep was refused: ") + e.what());
+        FUZZ_CHECK(cache.lengths() == lengths, "a refused keep changed the lengths");
+        continue;
+      }
+      const int64_t base = lengths[size_t(b)] - T;
+      for (int64_t h = 0; h < H; ++h) {
+        auto& kr = sk[size_t(b)][size_t(h)];
+        auto& vr = sv[size_t(b)][size_t(h)];
+        for (size_t k = 0; k < path.size(); ++k) {
+          std::copy_n(kr.begin() + (base + path[k]) * D, D, kr.begin() + (base + int64_t(k)) * D);
+          std::copy_n(vr.begin() + (base + path[k]) * Dv, Dv, vr.begin() + (base + int64_t(k)) * Dv);
+        }
+        kr.resize(size_t((base + int64_t(path.size())) * D));
+        vr.resize(size_t((base + int64_t(path.size())) * Dv));
+      }
+      lengths[size_t(b)] = int32_t(base + int64_t(path.size()));
+      FUZZ_CHECK(cache.lengths() == lengths, "lengths after keep");
+      continue;
+    }
     if (kind <= 1) {  // append
       const int64_t T = in.ConsumeIntegralInRange<int64_t>(0, 10);
       std::vector<float> k(size_t(B * H * T * D)), v(size_t(B * H * T * Dv));
@@ -631,13 +705,23 @@ void cache_case(FuzzedDataProvider& in) {
       o.causal = in.ConsumeBool();
       if (in.ConsumeBool()) o.window = {in.ConsumeIntegralInRange<int64_t>(-1, 12), in.ConsumeIntegralInRange<int64_t>(-1, 3)};
       if (in.ConsumeBool()) o.softcap = 5.0f;
+      std::vector<float> sinks;
+      if (in.ConsumeBool())
+        for (int64_t h = 0; h < Hq; ++h) sinks.push_back(g.next() % 4 == 0 ? -kInf : g.uniform(-3, 3));
+      if (!sinks.empty()) o.sinks = sinks;
+      std::vector<int32_t> tree;
+      if (in.ConsumeBool() && Lq <= *std::min_element(lengths.begin(), lengths.end()))
+        for (int64_t i = 0; i < Lq; ++i) tree.push_back(i == 0 || g.next() % 3 == 0 ? -1 : int32_t(g.next() % uint64_t(i)));
+      if (!tree.empty()) o.tree = tree;
       o.fully_masked = in.ConsumeBool() ? maskattn::FullyMasked::nan : maskattn::FullyMasked::zero;
       o.target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
       o.kernel = in.PickValueInArray({Kernel::automatic, Kernel::prefill, Kernel::decode, Kernel::decode_split});
       o.threads = in.ConsumeIntegralInRange<int>(1, 2);
       g_case = "cache B=" + std::to_string(B) + " Hkv=" + std::to_string(H) + " Hq=" + std::to_string(Hq) + " Lq=" +
                std::to_string(Lq) + " D=" + std::to_string(D) + " Dv=" + std::to_string(Dv) + " capacity=" +
-               std::to_string(c.capacity) + " window=" + std::to_string(c.window) + " K " + maskattn::kv_type_name(kt) +
+               std::to_string(c.capacity) + " window=" + std::to_string(c.window) + " sink_tokens=" + std::to_string(S) +
+               " page_size=" + std::to_string(c.page_size) + " sinks=" + std::to_string(sinks.size()) + " tree=" +
+               std::to_string(tree.size()) + " K " + maskattn::kv_type_name(kt) +
                " V " + maskattn::kv_type_name(vt) + " target " + maskattn::target_name(o.target) + " kernel " +
                maskattn::kernel_name(o.kernel) + " causal " + std::to_string(o.causal) + " window option [" +
                std::to_string(o.window.left) + ", " + std::to_string(o.window.right) + "] softcap " +
@@ -669,12 +753,15 @@ void cache_case(FuzzedDataProvider& in) {
       // read() returns, positions before `start` zero: a ring's window never reaches them).
       std::vector<float> kp(size_t(B * H * Lk * D), 0.0f), vp(size_t(B * H * Lk * Dv), 0.0f);
       for (int64_t b = 0; b < B; ++b) {
-        if (quantized) {
+        if (quantized) {  // rows [0, sinks) are positions 0.., the rest start..
           const maskattn::KVCache::Contents got = cache.read(b);
           FUZZ_CHECK(got.start + got.length == lengths[size_t(b)], "read(): start + length is the sequence's length");
+          const int64_t n = got.sinks + got.length;
           for (int64_t h = 0; h < H; ++h) {
-            std::copy_n(got.key.begin() + h * got.length * D, got.length * D, kp.begin() + ((b * H + h) * Lk + got.start) * D);
-            std::copy_n(got.value.begin() + h * got.length * Dv, got.length * Dv, vp.begin() + ((b * H + h) * Lk + got.start) * Dv);
+            std::copy_n(got.key.begin() + h * n * D, got.sinks * D, kp.begin() + (b * H + h) * Lk * D);
+            std::copy_n(got.value.begin() + h * n * Dv, got.sinks * Dv, vp.begin() + (b * H + h) * Lk * Dv);
+            std::copy_n(got.key.begin() + (h * n + got.sinks) * D, got.length * D, kp.begin() + ((b * H + h) * Lk + got.start) * D);
+            std::copy_n(got.value.begin() + (h * n + got.sinks) * Dv, got.length * Dv, vp.begin() + ((b * H + h) * Lk + got.start) * Dv);
           }
           continue;
         }
@@ -689,6 +776,7 @@ void cache_case(FuzzedDataProvider& in) {
       if (c.window > 0) {
         ro.window.left = ro.window.left < 0 ? c.window - 1 : std::min(ro.window.left, c.window - 1);
         ro.window.right = 0;
+        ro.prefix = std::max(ro.prefix, S);  // sink tokens
       }
       const auto qv = maskattn::bhld<const float>(q.data(), B, Hq, Lq, D);
       const auto kv = maskattn::bhld<const float>(kp.data(), B, H, Lk, D), vv = maskattn::bhld<const float>(vp.data(), B, H, Lk, Dv);

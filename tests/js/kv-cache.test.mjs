@@ -657,12 +657,17 @@ for (const buildInfo of BUILDS) {
       bad({ capacity: 0 }, RangeError, 'capacity', '0');
       bad({ headDim: 0 }, RangeError, 'headDim', '0');
       bad({ valueDim: 0 }, RangeError, 'valueDim', '0');
+      bad({ sinkTokens: 1 }, RangeError, 'sinkTokens', 'needs a window');
+      bad({ sinkTokens: -1 }, RangeError, 'sinkTokens', '-1');
+      bad({ window: 7, sinkTokens: 2 }, RangeError, 'capacity', 'window + sink tokens = 9');
+      bad({ pageSize: 1.5 }, RangeError, 'pageSize', '1.5');
+      bad({ pageSize: 2 ** 23 + 1 }, RangeError, 'pageSize', '8388608');
       throwsArg(() => ma.createKVCache(null), TypeError, 'config', 'null');
       throwsArg(() => ma.createKVCache(), TypeError, 'config', 'undefined');
       // Defaults: batch 1, kvHeads 1, valueDim = headDim, float32, no window.
       const c = ma.createKVCache({ capacity: 3, headDim: 5 });
       assert.deepEqual({ ...c.config }, { batch: 1, kvHeads: 1, capacity: 3, headDim: 5, valueDim: 5, dtype: 'float32', window: 0,
-        keyDtype: 'float32', valueDtype: 'float32', keyRotation: 'automatic' });
+        keyDtype: 'float32', valueDtype: 'float32', keyRotation: 'automatic', sinkTokens: 0, pageSize: 0 });
       assert.equal(c.byteLength, 3 * 10 * 4);
       c.dispose();
     });

@@ -35,6 +35,17 @@ test('README quantized cache example runs and prints the documented results', ()
   assert.match(out, /read \[ 2, 100, 64 \] \[ 2, 100, 64 \] from position 0/);
 });
 
+test('README generation example (fork, sinks, tree, sink tokens) runs and prints the documented results', () => {
+  const out = runExample('js-generation');
+  // 1,000 positions in pages of 64: 16 pages of 2 x 64 x (32 + 32) x 4 bytes = 32768 each.
+  assert.match(out, /4 sequences of 1000 positions in 524288 bytes/);
+  // The shared last page (positions 960..1023) is copied by 3 of the 4 samples as they write.
+  assert.match(out, /after one step each: 622592 bytes/);
+  assert.match(out, /attend with sinks \[ 4, 8, 1, 32 \]/);
+  assert.match(out, /verified \[ 4, 8, 5, 32 \] lengths \[ 1004, 1002, 1002, 1002 \]/);
+  assert.match(out, /stream holds positions 0\.\.3 and 744\.\.999/);
+});
+
 test('README merge example runs and prints the documented results', () => {
   const out = runExample('js-merge');
   assert.match(out, /merged \[ 1, 4, 1, 32 \] vs one call: equal/);

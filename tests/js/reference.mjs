@@ -85,6 +85,14 @@ export function referenceAttention(q, k, v, options = {}, precision = 'f64') {
   const policy = options.fullyMasked ?? 'zero';
   const allowedAt = broadcastReader(options.allowed);
   const biasAt = broadcastReader(options.bias);
+  const sinks = options.sinks ? Array.from(options.sinks, Math.fround) : null;
+  const tree = options.tree ? Array.from(options.tree) : null;
+  // Tree verification: is tree node t an ancestor of node i (or i itself), walking i's parents.
+  const treeSees = (b, i, t) => {
+    const parent = tree.length === Lq ? tree : tree.slice(b * Lq, (b + 1) * Lq);
+    for (let n = i; n >= 0; n = parent[n]) if (n === t) return true;
+    return false;
+  };
 
   const outShape = layout === 'blhd' ? [B, Lq, Hq, Dv] : [B, Hq, Lq, Dv];
   const out = new Float64Array(B * Hq * Lq * Dv);
@@ -119,9 +127,18 @@ export function referenceAttention(q, k, v, options = {}, precision = 'f64') {
           if (segQ && segQ[b * Lq + i] !== segK[b * Lk + j]) continue;
           if (allowedAt && !allowedAt(b, h, i, j)) continue;
           if (biasAt && biasAt(b, h, i, j) === -Infinity) continue;  // -inf bias masks the pair
+          if (tree && j >= kLen - Lq && !treeSees(b, i, j - (kLen - Lq))) continue;  // only ancestors
           attend.push(j);
         }
 
+        // A learned sink: one more term e^sink in the denominator, for a key whose value is 0.
+        const sink = sinks ? sinks[h] : -Infinity;
+        if (attend.length === 0 && sink !== -Infinity) {
+          // Only the sink is left: it takes all the weight, O = 0, under every policy.
+          fullyMasked[row] = 1;
+          lse[row] = sink;
+          continue;
+        }
         if (attend.length === 0) {
           // 2a. Fully masked row: the per-call policy.
           fullyMasked[row] = 1;
@@ -155,8 +172,9 @@ export function referenceAttention(q, k, v, options = {}, precision = 'f64') {
         // makes the max NaN); a +inf logit gives inf - inf = NaN, as plain softmax does.
         let max = -Infinity;
         for (const s of logits) max = Number.isNaN(s) || Number.isNaN(max) ? NaN : Math.max(max, s);
+        if (sink !== -Infinity && !Number.isNaN(max)) max = Math.max(max, sink);
         const exps = logits.map((s) => F(Math.exp(F(s - max))));
-        let sum = 0;
+        let sum = sink === -Infinity ? 0 : F(Math.exp(F(sink - max)));
         for (const e of exps) sum = F(sum + e);
         lse[row] = F(max + F(Math.log(sum)));
         const w = exps.map((e) => F(e / sum));
