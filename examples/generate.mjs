@@ -5,7 +5,7 @@
 // "text" it writes is noise: the point is the loop, not the words.
 //
 //   node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT]
-//                              [--seed S] [--check] [--scalar]
+//                              [--seed S] [--check] [--scalar] [--samples N [--temperature T]]
 //
 // Per layer and step: RMSNorm -> Q, K, V projections -> rotary positions (RoPE) on Q and K ->
 // cache.append(K, V) -> cache.attend(Q) (GQA: 8 query heads share 2 KV heads, D = 64; causal,
@@ -15,6 +15,11 @@
 // --window W makes every cache a sliding-window ring (memory O(W), not O(sequence)): attention sees
 // the newest W positions. --check runs the same generation again with plain `ma.attention` over
 // the full K/V (kept in JavaScript, float16-rounded for --dtype float16) and compares the tokens.
+//
+// --samples N draws N samples (temperature sampling, one random stream per sample) of the same
+// prompt at once: the prompt goes into sequence 0 of a paged cache (pageSize 16), cache.fork() gives
+// it to sequences 1..N-1 without copying, and every step runs the N sequences as one batch. It
+// prints the cache's bytes against N unshared copies of the same positions.
 //
 // `import ... from 'maskattn'` is how users import the package; inside this repository it works too,
 // because package.json has "name": "maskattn" and "exports" (Node resolves a package's own name).
@@ -158,10 +163,10 @@ export function roundToHalf(x) {
  * projections produce), so nothing is transposed.
  */
 class CacheAttention {
-  constructor(ma, { capacity, dtype, window }) {
+  constructor(ma, { capacity, dtype, window, pageSize = 0 }) {
     const { layers, kvHeads, headDim } = MODEL;
     this.caches = Array.from({ length: layers }, () =>
-      ma.createKVCache({ batch: 1, kvHeads, capacity, headDim, dtype, window }));
+      ma.createKVCache({ batch: 1, kvHeads, capacity, headDim, dtype, window, pageSize }));
   }
 
   run(layer, q, k, v, T) {
@@ -286,6 +291,16 @@ function argmax(a) {
   return best;
 }
 
+/** The next token: greedy at temperature 0, else drawn from softmax(logits / temperature) by `next`. */
+function pick(logits, temperature, next) {
+  if (!(temperature > 0)) return argmax(logits);
+  const m = logits.reduce((a, b) => Math.max(a, b), -Infinity);
+  const p = Array.from(logits, (x) => Math.exp((x - m) / temperature));
+  let u = next() * p.reduce((a, b) => a + b, 0);
+  for (let n = 0; n < p.length; n++) if ((u -= p[n]) <= 0) return n;
+  return p.length - 1;
+}
+
 /** A byte as text: the character when printable ASCII, else \xNN. */
 export function showToken(t) {
   return t >= 32 && t < 127 ? String.fromCharCode(t) : `\\x${t.toString(16).padStart(2, '0')}`;
@@ -298,8 +313,9 @@ export function showToken(t) {
  */
 export async function generate({
   ma = null, prompt = 'The quick brown fox', tokens = 32, dtype = 'float32', window = 0, seed = 1,
-  attention = 'cache', weights = null, onStep = null,
+  attention = 'cache', weights = null, onStep = null, temperature = 0, sampleSeed = 0, pageSize = 0,
 } = {}) {
+  const next = rng(sampleSeed + 1);
   ma ??= await init();
   weights ??= buildWeights(seed);
   const promptTokens = [...new TextEncoder().encode(prompt)];
@@ -310,14 +326,14 @@ export async function generate({
   // W + P - 1 slots (the contract's capacity >= W + Lq - 1); later steps (Lq = 1) need only W.
   const capacity = window > 0 ? window + P - 1 : P + tokens;
   const Impl = attention === 'cache' ? CacheAttention : FullAttention;
-  const att = new Impl(ma, { capacity, dtype, window });
+  const att = new Impl(ma, { capacity, dtype, window, pageSize });
   try {
     const t0 = performance.now();
     let { logits, attentionMs } = forward(weights, att, promptTokens, 0);
     const prefill = { tokens: P, totalMs: performance.now() - t0, attentionMs };
     const out = [], steps = [], allLogits = [logits];
     for (let n = 0; n < tokens; n++) {
-      const token = argmax(logits);
+      const token = pick(logits, temperature, next);
       out.push(token);
       // The token goes through the model (its K/V into the caches, its logits pick the next one).
       const s0 = performance.now();
@@ -335,10 +351,90 @@ export async function generate({
   }
 }
 
+/**
+ * N samples of one prompt, decoded together over forked sequences of one paged cache per layer.
+ * Sample i draws with its own stream (sampleSeed i), so its tokens are exactly generate()'s with
+ * { temperature, sampleSeed: i }. Returns each sample's tokens and the memory the forks saved.
+ */
+export async function sample({
+  ma = null, prompt = 'The quick brown fox', tokens = 16, samples = 4, temperature = 1, dtype = 'float32', seed = 1,
+  weights = null, pageSize = 16, onStep = null,
+} = {}) {
+  ma ??= await init();
+  weights ??= buildWeights(seed);
+  const { layers, heads, kvHeads, headDim: D, dModel } = MODEL;
+  const promptTokens = [...new TextEncoder().encode(prompt)];
+  const P = promptTokens.length, N = samples;
+  const caches = Array.from({ length: layers }, () =>
+    ma.createKVCache({ batch: N, kvHeads, capacity: P + tokens, headDim: D, dtype, pageSize }));
+  try {
+    // The prompt into sequence 0 only (the others take 0 positions), then forked to the others.
+    const prefill = (l, q, k, v, T) => {
+      const c = caches[l];
+      const pad = (x, width) => { const y = new Float32Array(N * T * width); y.set(x); return y; };
+      c.append({ data: pad(k, kvHeads * D), shape: [N, T, kvHeads, D] }, { data: pad(v, kvHeads * D), shape: [N, T, kvHeads, D] },
+        { layout: 'blhd', counts: Int32Array.from({ length: N }, (_, b) => (b === 0 ? T : 0)) });
+      return c.attend({ data: pad(q, heads * D), shape: [N, T, heads, D] }, { layout: 'blhd' }).output.data.subarray(0, T * heads * D);
+    };
+    let { logits } = forward(weights, { run: prefill }, promptTokens, 0);
+    const promptBytes = caches.reduce((s, c) => s + c.byteLength, 0);
+    for (const c of caches) for (let b = 1; b < N; b++) c.fork(0, b);
+    const streams = Array.from({ length: N }, (_, i) => rng(i + 1));
+    let all = Array.from({ length: N }, () => logits);
+    const out = Array.from({ length: N }, () => []);
+    const steps = [];
+    for (let n = 0; n < tokens; n++) {
+      const next = all.map((lg, i) => pick(lg, temperature, streams[i]));
+      next.forEach((t, i) => out[i].push(t));
+      const s0 = performance.now();
+      all = forwardBatch(weights, caches, next, P + n);
+      steps.push({ step: n + 1, tokens: next, totalMs: performance.now() - s0 });
+      onStep?.(steps.at(-1));
+    }
+    // Without forks each sample would hold its own copy of every position it attends: the same
+    // pages, counted once per sequence.
+    const pageBytes = promptBytes / layers / Math.ceil(P / pageSize);
+    const unshared = layers * N * Math.ceil((P + tokens) / pageSize) * pageBytes;
+    return {
+      backend: ma.backend, prompt: promptTokens, tokens: out, texts: out.map((t) => t.map(showToken).join('')), steps,
+      byteLength: caches.reduce((s, c) => s + c.byteLength, 0), unsharedBytes: unshared, promptBytes,
+    };
+  } finally {
+    for (const c of caches) c.dispose();
+  }
+}
+
+/** One step of N sequences (one new token each, all at position pos) through the batch caches. */
+function forwardBatch(weights, caches, tokens, pos) {
+  const { dModel, heads, kvHeads, headDim: D } = MODEL;
+  const N = tokens.length;
+  const x = new Float32Array(N * dModel);
+  tokens.forEach((tok, b) => x.set(weights.embedding.data.subarray(tok * dModel, (tok + 1) * dModel), b * dModel));
+  for (const [l, w] of weights.layers.entries()) {
+    const h = rmsNorm(x, N, dModel);  // rows are sequences here: each row is independent
+    const q = matmul(h, N, w.wq);
+    const k = matmul(h, N, w.wk);
+    const v = matmul(h, N, w.wv);
+    for (let b = 0; b < N; b++) {  // every sequence's token is at the same position
+      rope(q.subarray(b * heads * D, (b + 1) * heads * D), 1, heads, D, pos);
+      rope(k.subarray(b * kvHeads * D, (b + 1) * kvHeads * D), 1, kvHeads, D, pos);
+    }
+    caches[l].append({ data: k, shape: [N, 1, kvHeads, D] }, { data: v, shape: [N, 1, kvHeads, D] }, { layout: 'blhd' });
+    const o = caches[l].attend({ data: q, shape: [N, 1, heads, D] }, { layout: 'blhd' }).output.data;
+    addInto(x, matmul(o, N, w.wo));
+    const h2 = rmsNorm(x, N, dModel);
+    const g = matmul(h2, N, w.gate);
+    const u = matmul(h2, N, w.up);
+    for (let n = 0; n < g.length; n++) g[n] = silu(g[n]) * u[n];
+    addInto(x, matmul(g, N, w.down));
+  }
+  return Array.from({ length: N }, (_, b) => matmul(rmsNorm(x.subarray(b * dModel, (b + 1) * dModel), 1, dModel), 1, weights.head));
+}
+
 // ------------------------------------------------------------------------------------------ command line
 
 function parseArgs(argv) {
-  const a = { tokens: 32, dtype: 'float32', window: 0, prompt: 'The quick brown fox', seed: 1, check: false, scalar: false };
+  const a = { tokens: 32, dtype: 'float32', window: 0, prompt: 'The quick brown fox', seed: 1, check: false, scalar: false, samples: 0, temperature: 1 };
   const int = (name, s, min) => {
     const n = Number(s);
     if (!Number.isInteger(n) || n < min) throw new RangeError(`${name} must be an integer >= ${min}, given ${s}`);
@@ -353,8 +449,13 @@ function parseArgs(argv) {
     else if (arg === '--seed') a.seed = int('--seed', argv[++i], 0);
     else if (arg === '--check') a.check = true;
     else if (arg === '--scalar') a.scalar = true;
+    else if (arg === '--samples') a.samples = int('--samples', argv[++i], 1);
+    else if (arg === '--temperature') {
+      a.temperature = Number(argv[++i]);
+      if (!(a.temperature >= 0)) throw new RangeError(`--temperature must be a number >= 0, given ${argv[i]}`);
+    }
     else if (arg === '--help' || arg === '-h') {
-      console.log('node examples/generate.mjs [--tokens N] [--dtype float32|float16] [--window W] [--prompt TEXT] [--seed S] [--check] [--scalar]');
+      console.log('node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT] [--seed S] [--check] [--scalar] [--samples N [--temperature T]]');
       process.exit(0);
     } else throw new RangeError(`unknown argument ${arg} (try --help)`);
   }
@@ -373,6 +474,7 @@ async function main() {
   const ma = await init({ simd: args.scalar ? false : 'auto' });
   const { layers, heads, kvHeads, headDim, dModel, ffn, vocab } = MODEL;
   const weights = buildWeights(args.seed);
+  if (args.samples > 0) return mainSamples(ma, weights, args);
   console.log(`maskattn ${ma.backend.version} (${ma.backend.arch}); decoder: ${layers} layers, d_model ${dModel}, ` +
     `${heads} query heads / ${kvHeads} KV heads, D ${headDim}, MLP ${ffn}, vocab ${vocab} (bytes), seed ${args.seed}`);
   console.log(`KV cache: ${args.dtype}, ${args.window > 0 ? `sliding window ${args.window} (ring)` : 'no window'}; ` +
@@ -407,6 +509,20 @@ async function main() {
         `max |logit diff| ${maxDiff.toExponential(2)}`);
     }
   }
+}
+
+async function mainSamples(ma, weights, args) {
+  if (args.window > 0) throw new RangeError('--samples runs without --window (a paged cache holding every position)');
+  console.log(`maskattn ${ma.backend.version} (${ma.backend.arch}); ${args.samples} samples at temperature ${args.temperature} ` +
+    `of ${JSON.stringify(args.prompt)}, KV cache ${args.dtype}, paged (16 positions per page), prompt forked to every sample`);
+  const run = await sample({
+    ma, weights, prompt: args.prompt, tokens: args.tokens, samples: args.samples, temperature: args.temperature, dtype: args.dtype,
+    onStep: (s) => console.log(`${String(s.step).padStart(5)} ${s.tokens.map((t) => showToken(t).padEnd(4)).join(' ')} ${ms(s.totalMs)} ms`),
+  });
+  run.texts.forEach((t, i) => console.log(`sample ${i}: ${t}`));
+  const saved = 1 - run.byteLength / run.unsharedBytes;
+  console.log(`KV cache: ${run.byteLength} bytes for ${args.samples} samples sharing the prompt's pages; ` +
+    `${run.unsharedBytes} bytes unshared (${args.samples} copies): saves ${(100 * saved).toFixed(1)}%`);
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -114,9 +114,23 @@ class DecodeAttention {
     if (is_quantized(p_.k_type)) quantize_queries(ws, rows, n_rows);
     const int64_t t_begin = (first - k0) / KT, t_end = (last - k0 + KT - 1) / KT;
     ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT - (t_end - t_begin);
-    for (int64_t t = t_begin; t < t_end; ++t)
-      key_tile(ws, b, hkv, rows, n_rows, k0 + t * KT, std::min<int64_t>(KT, k1 - k0 - t * KT),
-               std::min(k1, k0 + t_end * KT), states, o);
+    // Tiles of KT keys on the chunk's grid, cut where rows stop being consecutive in memory (a
+    // ring's wrap, a page's end: Problem::contiguous_keys), so each tile's rows are one run; with
+    // pages a multiple of KT (and chunks aligned), no tile is ever cut.
+    const int64_t j_end = std::min(k1, k0 + t_end * KT);
+    for (int64_t j = k0 + t_begin * KT; j < j_end;) {
+      const int64_t run = p_.contiguous_keys(j);
+      const int64_t n = std::min({KT - (j - k0) % KT, j_end - j, run});
+      if (n == run && j + n < j_end) {
+        // The run ends with this tile (a page's end): the next rows are elsewhere, where neither the
+        // tile's own prefetches nor the hardware's stream reach. Request their first rows now.
+        const int64_t ahead = std::min(prefetch_keys(k_row_bytes_), j_end - j - n);
+        prefetch_bytes(p_.key_row(b, hkv, j + n), ahead * k_row_bytes_);
+        prefetch_bytes(p_.value_row(b, hkv, j + n), ahead * v_row_bytes_);
+      }
+      key_tile(ws, b, hkv, rows, n_rows, j, n, std::min(j_end, j + run), states, o);
+      j += n;
+    }
   }
 
  private:
@@ -190,7 +204,7 @@ class DecodeAttention {
 
     // Scores of the active rows, [n_active][KT].
     float* s = ws.scores.data();
-    // A tile never crosses a ring's wrap (kernel/run.hpp cuts chunks there): rows are contiguous.
+    // A tile never crosses a ring's wrap or a page's end (run() cuts tiles there): rows are contiguous.
     const void* k = p_.key_row(b, hkv, j0);
     const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
     switch (p_.k_type) {

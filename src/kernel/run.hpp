@@ -98,8 +98,8 @@ void run_prefill(const Problem& p) {
 // ---------------------------------------------------------------------------------------------
 // Decode: units are (batch, kv head, block of group rows, key chunk). Key chunks (split-K) depend
 // only on the problem, so the split is the same whatever the thread count: they cover the keys
-// any row may attend, cut every kChunkKeys keys and where rows stop being consecutive (a ring's
-// wrap, a page's end: Problem::contiguous_keys), so each chunk is contiguous memory. Each chunk leaves (max, sum, unnormalised output) per row, and whoever finishes a row
+// any row may attend, cut every kChunkKeys keys (the decode kernel cuts its tiles where rows stop
+// being consecutive in memory: a ring's wrap, a page's end). Each chunk leaves (max, sum, unnormalised output) per row, and whoever finishes a row
 // block's last chunk merges its chunks in chunk order, rescaling each by e^(m_i - M), and writes
 // the rows.
 // ---------------------------------------------------------------------------------------------
@@ -123,7 +123,6 @@ inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
   for (int64_t j = lo; j < hi;) {
     bounds.push_back(j);
     int64_t next = (j / chunk_keys + 1) * chunk_keys;
-    next = std::min(next, j + p.contiguous_keys(j));
     j = std::min(next, hi);
   }
   bounds.push_back(hi);

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 import { init } from 'maskattn';
-import { buildWeights, generate, MODEL, roundToHalf } from '../../examples/generate.mjs';
+import { buildWeights, generate, MODEL, roundToHalf, sample } from '../../examples/generate.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const EXAMPLE = path.join(ROOT, 'examples', 'generate.mjs');
@@ -83,6 +83,28 @@ test('generate(): cache and full attention agree token for token, on every build
         for (let n = 0; n < logits.length; n++) assert.ok(Math.abs(logits[n] - full.logits[s][n]) < 1e-3, `step ${s} logit ${n}`);
     }
   }
+});
+
+test('sample(): 3 samples over forks of one prompt are each exactly a single-sequence generation', async () => {
+  const weights = buildWeights(3);
+  const ma = await init();
+  const prompt = 'Forks share the prompt, then go their own ways..';  // 48 bytes: 3 pages of 16
+  const run = await sample({ ma, weights, prompt, tokens: 6, samples: 3, temperature: 1.5 });
+  assert.equal(new Set(run.texts).size, 3, 'the samples differ');
+  for (let i = 0; i < 3; i++) {
+    const alone = await generate({ ma, weights, prompt, tokens: 6, temperature: 1.5, sampleSeed: i, pageSize: 16 });
+    assert.deepEqual(run.tokens[i], alone.tokens, `sample ${i}`);
+  }
+  // 3 pages of prompt shared by all, then each sample's own 4th page (positions 48..53).
+  const page = run.promptBytes / MODEL.layers / 3;
+  assert.equal(run.byteLength, MODEL.layers * (3 + 3) * page);
+  assert.equal(run.unsharedBytes, MODEL.layers * 3 * 4 * page);
+});
+
+test('generate.mjs --samples 3: the memory the forks save is printed', async () => {
+  const { stdout } = await example('--samples', '3', '--tokens', '3');
+  assert.match(stdout, /sample 2: /);
+  assert.match(stdout, /KV cache: \d+ bytes for 3 samples sharing the prompt's pages; \d+ bytes unshared \(3 copies\): saves \d+\.\d%/);
 });
 
 test('roundToHalf (the example\'s float16 rounding for the full-attention check) rounds to nearest even', () => {
