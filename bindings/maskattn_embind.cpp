@@ -333,6 +333,17 @@ int merge_attention(uint32_t parts, uint32_t count, double B, double H, double L
   });
 }
 
+// The page table of sequence b (an array of page numbers, -1 = none), or a status < 0 as a number
+// when b is out of range (JS then reads the error).
+emscripten::val kv_pages(uint32_t handle, double b) {
+  std::vector<int32_t> table;
+  const int status = guarded("the WebAssembly heap is full", [&] { table = cache_of(handle).pages(whole(b)); });
+  if (status != kOk) return emscripten::val(-double(status));
+  auto out = emscripten::val::array();
+  for (size_t i = 0; i < table.size(); ++i) out.set(i, table[i]);
+  return out;
+}
+
 double kv_byte_length(uint32_t handle) {
   const auto it = g_caches.find(handle);
   return it == g_caches.end() ? -1 : double(it->second->byte_length());
@@ -397,6 +408,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("kvReset", &kv_reset);
   function("kvFork", &kv_fork);
   function("kvKeep", &kv_keep);
+  function("kvPages", &kv_pages);
   function("kvLengths", &kv_lengths);
   function("kvByteLength", &kv_byte_length);
   function("mergeAttention", &merge_attention);

@@ -277,6 +277,8 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
    * root down), moving its keys and values into place; the sequence continues from its last node.
    */
   keep(b: number, tree: Int32Array | readonly number[], path: Int32Array | readonly number[]): void;
+  /** A paged cache's page table of sequence b (-1 = no page yet); equal numbers are shared pages. */
+  pages(b: number): Int32Array;
   /** Shortens sequences (rollback of rejected speculative tokens): each in [0, current length]. */
   truncate(lengths: Int32Array | readonly number[]): void;
   /** Empties every sequence. */

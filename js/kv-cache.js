@@ -233,6 +233,18 @@ export class KVCache {
     });
   }
 
+  /**
+   * A paged cache's page table of sequence b (an Int32Array: entry i is the page holding positions
+   * i*pageSize .. (i+1)*pageSize-1 of its slots, -1 = none yet). Equal numbers in two sequences are
+   * one shared page (after fork()). Empty for a contiguous cache.
+   */
+  pages(b) {
+    this._live();
+    const r = this._m.kvPages(this._handle, count(b, 'b'));
+    if (typeof r === 'number') this._wire.check(-r);
+    return Int32Array.from(r);
+  }
+
   /** Empties every sequence (the memory stays the cache's). */
   reset() {
     this._live();

@@ -15,6 +15,7 @@ import { buildLessonPanels, renderLessons } from './lesson-panels.js';
 import { renderCall, renderTable } from './call-panels.js';
 import { setupPerf } from './perf.js';
 import { setupDecode } from './decode.js';
+import { setupBranching } from './branching.js';
 
 const EXAMPLES = {
   sentence: 'The cat sat on the mat',
@@ -338,6 +339,19 @@ async function main() {
     },
   });
   decodeUi.reset();
+  setupBranching({
+    fork: $('fork-run'), verify: $('tree-verify'), keep: $('tree-keep'), path: $('tree-path'),
+    status: $('branching-status'), error: $('branching-error'),
+    pagesCanvas: $('pages-canvas'), pagesTooltip: $('pages-tooltip'), pagesReadout: $('pages-readout'),
+    treeCanvas: $('tree-canvas'), treeTooltip: $('tree-tooltip'), treeReadout: $('tree-readout'),
+    call: $('branching-call'), json: $('branching-json'),
+  }, {
+    getMa: () => ma,
+    expose: (state) => {
+      demo.branching = state;
+      demo.branchingRenders = (demo.branchingRenders ?? 0) + 1;
+    },
+  }).reset();
   demo.ready = true;
   document.body.dataset.ready = 'true';
 }

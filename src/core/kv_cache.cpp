@@ -457,6 +457,13 @@ void KVCache::fork(int64_t src, int64_t dst) {
   m.first[size_t(dst)] = m.first[size_t(src)];
 }
 
+std::vector<int32_t> KVCache::pages(int64_t b) const {
+  const Impl& m = live();
+  if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
+  if (!m.paged()) return {};
+  return std::vector<int32_t>(m.table.begin() + b * m.pages_per_seq, m.table.begin() + (b + 1) * m.pages_per_seq);
+}
+
 void KVCache::keep(int64_t sequence, Span<int32_t> tree, Span<int32_t> path) {
   Impl& m = live();
   const int64_t B = m.cfg.batch;

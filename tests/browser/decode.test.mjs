@@ -182,6 +182,57 @@ test('decode panel: a sliding window makes the cache a ring; float16 halves its 
   assert.deepEqual(problems.slice(before), []);
 });
 
+test('branching panel: forks share pages, a draft tree is verified and its accepted path kept', async () => {
+  const before = problems.length;
+  const page = await openDemo();
+  await page.locator('#branching').scrollIntoViewIfNeeded();
+  const branching = () => page.evaluate(() => JSON.parse(document.getElementById('branching-json').textContent));
+  let s = await branching();
+  // 'the cat sat on the' (5 tokens) in pages of 2, forked twice, then 3, 2 and 3 tokens of each
+  // sequence's own: pages 0 and 1 stay shared by all three; page 2 (positions 4-5) was shared when
+  // the forks first wrote position 5, so two of them copied it (pages 3 and 4) and the last kept it.
+  assert.deepEqual(s.fork.lengths, [8, 7, 8]);
+  assert.deepEqual(s.fork.tables.map((t) => t.slice(0, 4)), [[0, 1, 3, 5], [0, 1, 4, 6], [0, 1, 2, 7]]);
+  assert.ok(s.fork.tables.every((t) => t.slice(4).every((p) => p === -1)));
+  assert.equal(s.fork.afterFork, s.fork.promptBytes, 'forking costs no K/V bytes');
+  assert.equal(s.fork.byteLength, 8 * s.fork.pageBytes);
+  assert.equal(s.fork.unshared, 12 * s.fork.pageBytes);
+  // The tree [-1, -1, 0, 0, 1, 2]: every node sees the 5 prompt positions; among the nodes, only
+  // its ancestors and itself (weights exactly 0 elsewhere), and each row sums to 1.
+  const tree = [-1, -1, 0, 0, 1, 2];
+  const sees = (i, t) => { for (let n = i; n >= 0; n = tree[n]) if (n === t) return true; return false; };
+  assert.equal(s.tree.Lk, 11);
+  s.tree.weights.forEach((row, i) => {
+    row.forEach((w, j) => {
+      if (j >= 5 && !sees(i, j - 5)) assert.equal(w, 0, `node ${i}, node ${j - 5}: another branch`);
+      else assert.ok(w > 0, `node ${i}, position ${j}`);
+    });
+    assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-5);
+  });
+  assert.deepEqual(s.paths, [[0, 2, 5], [0, 3], [1, 4]]);
+  // Keep the path 'mat and then': the cache continues from 5 + 3 positions.
+  const n = await page.evaluate(() => window.__maskattnDemo.branchingRenders);
+  await page.click('#tree-keep');
+  await page.waitForFunction((k) => window.__maskattnDemo.branchingRenders > k, n);
+  s = await branching();
+  assert.deepEqual(s.tree.kept, [0, 2, 5]);
+  assert.deepEqual(s.tree.lengthsAfter, [8]);
+  assert.equal(s.tree.heldRows, 8);
+  const m = await page.evaluate(() => window.__maskattnDemo.branchingRenders);
+  await page.selectOption('#tree-path', '2');
+  await page.waitForFunction((k) => window.__maskattnDemo.branchingRenders > k, m);
+  s = await branching();
+  assert.deepEqual(s.tree.kept, [1, 4]);
+  assert.deepEqual(s.tree.lengthsAfter, [7]);
+  assert.match(await page.locator('#branching-status').textContent(), /Kept “sofa \.”: cache\.lengths = \[7\]/);
+  assert.match(await page.locator('#branching-call').textContent(), /cache\.pages\(1\);\s+\/\/ Int32Array \[0, 1, 4, 6/);
+  assert.equal(await page.evaluate(() => document.getElementById('branching-error').hidden), true);
+  await page.locator('#branching').screenshot({ path: path.join(RESULTS, 'demo-branching.png') });
+  assert.deepEqual(await page.evaluate(() => window.__cspViolations), []);
+  await page.close();
+  assert.deepEqual(problems.slice(before), []);
+});
+
 test('decode panel: q8 and q4 caches show their memory and their error against a float32 cache', async () => {
   const before = problems.length;
   const page = await openDemo();

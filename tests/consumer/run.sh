@@ -13,7 +13,7 @@ rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 # The README's C++ examples: each ```cpp block after an "example: cpp..." marker, built as its own
 # program against the installed package and run.
-for name in cpp cpp-cache; do
+for name in cpp cpp-cache cpp-generation; do
   awk -v m="<!-- example: $name -->" '$0 == m {f=1; next} f && /^```cpp/{g=1; next} g && /^```/{exit} g' \
     "$source_dir/README.md" > "$work/$name.cpp"
   [ -s "$work/$name.cpp" ] || { echo "no '$name' example found in README.md"; exit 1; }

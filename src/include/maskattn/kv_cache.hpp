@@ -106,6 +106,10 @@ class KVCache {
   // whole tree. tree: that sequence's parent indices, as given to attend.
   void keep(int64_t sequence, Span<int32_t> tree, Span<int32_t> path);
 
+  // A paged cache's page table of sequence b: entry i is the page holding its slots [i P, (i + 1) P)
+  // (-1: not taken yet). The same number in two sequences is one shared page. Empty when not paged.
+  std::vector<int32_t> pages(int64_t b) const;
+
   // q [B, Hq, Lq, D] holds each sequence's newest Lq positions (query i of sequence b is at
   // position lengths[b] - Lq + i). Keys are the cache's positions; every Options rule applies on
   // top as in attention() (key_lengths are implied by the cache and must not be given).

@@ -1,0 +1,253 @@
+// The branching panel, under the KV cache panel: what generation does beyond one sequence.
+//   Fork: a prompt appended once to a paged cache (pageSize 2), forked to two more sequences that
+//     each go their own way; the page tables (cache.pages(b)) show which pages are shared and which
+//     a sequence copied when it first wrote into a shared one, and byteLength what that saves.
+//   Tree: a draft of 6 tokens in a tree after the prompt, verified in one cache.attend(q, { tree }):
+//     each node sees the prompt, its ancestors and itself (the weights); then cache.keep() keeps the
+//     chosen path, and the cache continues from it.
+// Q, K and V come from the page's seeded token embeddings (embedding.js), as in the decode panel.
+
+import { buildProblem, tokenize } from './embedding.js';
+import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+
+const PROMPT = tokenize('the cat sat on the');
+const FORKS = [tokenize('mat and slept'), tokenize('rug .'), tokenize('sofa all day')];  // each sequence's own tokens
+// The draft tree: node i's token and parent (-1 = a root, hanging off the prompt).
+const NODES = tokenize('mat sofa and . . then');
+const TREE = [-1, -1, 0, 0, 1, 2];
+const HQ = 2, HKV = 1, D = 8, SEED = 42, PAGE = 2;
+const SHARED = '#7c5cc4';
+const OWN = '#3a9a6a';
+const EMPTY = '#eef1f4';
+
+/** The root-to-leaf paths of the tree, e.g. [[0, 2, 5], [0, 3], [1, 4]]. */
+function leafPaths(tree) {
+  const children = tree.map((_, i) => tree.flatMap((p, c) => (p === i ? [c] : [])));
+  const paths = [];
+  const walk = (node, path) => {
+    const here = [...path, node];
+    if (children[node].length === 0) paths.push(here);
+    for (const c of children[node]) walk(c, here);
+  };
+  tree.forEach((p, i) => { if (p === -1) walk(i, []); });
+  return paths;
+}
+
+/** Is tree node t node i or one of its ancestors? */
+function sees(i, t) {
+  for (let n = i; n >= 0; n = TREE[n]) if (n === t) return true;
+  return false;
+}
+
+/** K, V rows [1, 1, T, D] and q rows [1, HQ, T, D] of tokens at positions from, from + 1, ... */
+function rows(tokens, from, count) {
+  const P = buildProblem([tokens], { seed: SEED, heads: HQ, headDim: D, mode: 'embedding' });
+  const pick = (a, h, L, T0, T) => a.subarray(((0 * P.H + h) * L + T0) * D, ((0 * P.H + h) * L + T0 + T) * D);
+  const q = new Float32Array(HQ * count * D);
+  for (let h = 0; h < HQ; h++) q.set(pick(P.q, h, P.Lq, from, count), h * count * D);
+  return {
+    k: { data: Float32Array.from(pick(P.k, 0, P.Lk, from, count)), shape: [1, HKV, count, D] },
+    v: { data: Float32Array.from(pick(P.v, 0, P.Lk, from, count)), shape: [1, HKV, count, D] },
+    q: { data: q, shape: [1, HQ, count, D] },
+  };
+}
+
+/**
+ * els: { fork, verify, keep, path, status, error, pagesCanvas, pagesTooltip, pagesReadout, treeCanvas,
+ *        treeTooltip, treeReadout, call, json }; getMa() -> the MaskAttn in use; expose(state) for tests.
+ */
+export function setupBranching(els, { getMa, expose }) {
+  const paths = leafPaths(TREE);
+  els.path.replaceChildren(...paths.map((p, n) => {
+    const o = document.createElement('option');
+    o.value = String(n);
+    o.textContent = p.map((i) => NODES[i]).join(' → ');
+    return o;
+  }));
+  const pagesMap = new Heatmap(els.pagesCanvas, {
+    tooltip: els.pagesTooltip, readout: els.pagesReadout, maxCell: 48, minCell: 26,
+    hint: 'Hover or tap a page for the positions it holds and who shares it.',
+  });
+  const treeMap = new Heatmap(els.treeCanvas, {
+    tooltip: els.treeTooltip, readout: els.treeReadout, maxCell: 44, minCell: 18,
+    hint: 'Hover or tap a cell for the node, the position and its weight.',
+  });
+  let state = { fork: null, tree: null };
+
+  function fail(e) {
+    els.error.hidden = false;
+    els.error.textContent = `${e.name}: ${e.message}`;
+  }
+
+  // ------------------------------------------------------------------ fork
+  function runFork() {
+    const ma = getMa();
+    const B = FORKS.length;
+    const cache = ma.createKVCache({ batch: B, kvHeads: HKV, capacity: 16, headDim: D, pageSize: PAGE });
+    try {
+      const prompt = rows(PROMPT, 0, PROMPT.length);
+      const batch = (r) => {  // B copies of one sequence's rows (only sequence 0 takes them)
+        const data = new Float32Array(B * r.data.length);
+        for (let b = 0; b < B; b++) data.set(r.data, b * r.data.length);
+        return { data, shape: [B, HKV, r.shape[2], D] };
+      };
+      cache.append(batch(prompt.k), batch(prompt.v), { counts: [PROMPT.length, 0, 0] });
+      const promptBytes = cache.byteLength;
+      for (let b = 1; b < B; b++) cache.fork(0, b);
+      const afterFork = cache.byteLength;
+      // Each sequence appends its own continuation (token by token, as generation would).
+      const longest = Math.max(...FORKS.map((f) => f.length));
+      for (let t = 0; t < longest; t++) {
+        const k = new Float32Array(B * HKV * D), v = new Float32Array(B * HKV * D);
+        const counts = FORKS.map((f) => (t < f.length ? 1 : 0));
+        FORKS.forEach((f, b) => {
+          if (t >= f.length) return;
+          const r = rows([...PROMPT, ...f], PROMPT.length + t, 1);
+          k.set(r.k.data, b * D);
+          v.set(r.v.data, b * D);
+        });
+        cache.append({ data: k, shape: [B, HKV, 1, D] }, { data: v, shape: [B, HKV, 1, D] }, { counts });
+      }
+      const tables = Array.from({ length: B }, (_, b) => Array.from(cache.pages(b)));
+      const lengths = Array.from(cache.lengths);
+      const pageBytes = promptBytes / Math.ceil(PROMPT.length / PAGE);
+      const unshared = lengths.reduce((s, L) => s + Math.ceil(L / PAGE) * pageBytes, 0);
+      state.fork = { tables, lengths, promptBytes, afterFork, byteLength: cache.byteLength, unshared, pageBytes };
+    } finally {
+      cache.dispose();
+    }
+  }
+
+  // ------------------------------------------------------------------ tree
+  function newTreeCache() {
+    const ma = getMa();
+    const cache = ma.createKVCache({ kvHeads: HKV, capacity: 16, headDim: D });
+    const all = [...PROMPT, ...NODES];
+    const r = rows(all, 0, all.length);
+    cache.append(r.k, r.v);  // the prompt, then the draft nodes in node order
+    return { cache, q: rows(all, PROMPT.length, NODES.length).q };
+  }
+
+  function verify() {
+    const { cache, q } = newTreeCache();
+    try {
+      const result = cache.attend(q, { tree: TREE, returnWeights: true });
+      state.tree = {
+        weights: Array.from(result.weights.data), Lk: result.weights.shape[3], lengthsBefore: Array.from(cache.lengths),
+        kept: null, lengthsAfter: null, keptTokens: null,
+      };
+    } finally {
+      cache.dispose();
+    }
+  }
+
+  function keep() {
+    if (!state.tree) verify();
+    const path = paths[Number(els.path.value) || 0];
+    const { cache } = newTreeCache();
+    try {
+      cache.keep(0, TREE, path);
+      const held = cache.read(0);
+      state.tree.kept = path;
+      state.tree.lengthsAfter = Array.from(cache.lengths);
+      state.tree.keptTokens = path.map((i) => NODES[i]);
+      state.tree.heldRows = held.key.shape[1];
+    } finally {
+      cache.dispose();
+    }
+  }
+
+  // ------------------------------------------------------------------ drawing
+  function render() {
+    const f = state.fork;
+    if (f) {
+      const counts = new Map();
+      for (const t of f.tables) for (const p of t) if (p >= 0) counts.set(p, (counts.get(p) ?? 0) + 1);
+      const cols = f.tables[0].length;
+      pagesMap.update({
+        rows: f.tables.length, cols,
+        rowLabels: f.tables.map((_, b) => (b === 0 ? 'seq 1' : `seq ${b + 1} (fork)`)),
+        colLabels: Array.from({ length: cols }, (_, i) => `${i * PAGE}–${i * PAGE + PAGE - 1}`),
+        cell: (b, i) => {
+          const p = f.tables[b][i];
+          if (p < 0) return { fill: EMPTY, mark: '·', ink: COLORS.muted };
+          return { fill: counts.get(p) > 1 ? SHARED : OWN, text: `#${p}`, ink: '#ffffff' };
+        },
+        info: (b, i) => {
+          const p = f.tables[b][i];
+          const where = `sequence ${b + 1}, positions ${i * PAGE}–${i * PAGE + PAGE - 1}`;
+          if (p < 0) return `${where}: no page yet (the sequence holds ${f.lengths[b]} positions)`;
+          const by = f.tables.flatMap((t, c) => (t[i] === p ? [c + 1] : []));
+          return `${where}: page #${p}, ${by.length > 1 ? `shared by sequences ${by.join(', ')} (one copy in memory)` : 'this sequence’s own (copied on its first write, or new)'}`;
+        },
+      });
+    }
+    const t = state.tree;
+    if (t) {
+      const start = PROMPT.length;
+      const tokenAt = (j) => (j < start ? PROMPT[j] : NODES[j - start]);
+      treeMap.update({
+        rows: NODES.length, cols: t.Lk,
+        rowLabels: NODES.map((tok, i) => `node ${i} “${tok}”`),
+        colLabels: Array.from({ length: t.Lk }, (_, j) => tokenAt(j)),
+        gapBeforeCol: start,
+        cell: (i, j) => {
+          const visible = j < start || sees(i, j - start);
+          if (!visible) return { hatch: true };
+          const w = t.weights[i * t.Lk + j];  // head 1
+          const onPath = t.kept && j >= start && t.kept.includes(j - start) && t.kept.includes(i);
+          return { fill: weightColor(w), text: short(w), outline: onPath ? COLORS.highlight : null };
+        },
+        info: (i, j) => {
+          const w = t.weights[i * t.Lk + j];
+          if (j < start) return `node ${i} “${NODES[i]}” → prompt position ${j} “${PROMPT[j]}”: weight ${full(w)} (every node sees the cache)`;
+          const n = j - start;
+          if (!sees(i, n)) return `node ${i} “${NODES[i]}” → node ${n} “${NODES[n]}”: masked, not an ancestor (another branch of the draft)`;
+          return `node ${i} “${NODES[i]}” → node ${n} “${NODES[n]}”: weight ${full(w)} (${n === i ? 'itself' : 'an ancestor'})`;
+        },
+      });
+    }
+    const parts = [];
+    if (f) parts.push(`Fork: the ${PROMPT.length}-token prompt takes ${f.promptBytes} bytes; forking it twice adds ${f.afterFork - f.promptBytes}. ` +
+      `After each sequence's own tokens: ${f.byteLength} bytes, against ${f.unshared} for three unshared copies (lengths [${f.lengths.join(', ')}]).`);
+    if (t) parts.push(`Tree: ${NODES.length} draft nodes verified in one call over ${t.lengthsBefore[0]} positions.` +
+      (t.kept ? ` Kept “${t.keptTokens.join(' ')}”: cache.lengths = [${t.lengthsAfter.join(', ')}], the next token continues from it.` : ''));
+    els.status.textContent = parts.join(' ');
+    els.call.textContent = `const cache = ma.createKVCache({ batch: 3, kvHeads: 1, capacity: 16, headDim: 8, pageSize: ${PAGE} });
+cache.append(k, v, { counts: [${PROMPT.length}, 0, 0] });   // the prompt, once
+cache.fork(0, 1); cache.fork(0, 2);                  // shared pages, no copy
+cache.append(k1, v1, { counts: [1, 1, 1] });          // a write into a shared page copies it first
+cache.pages(1);                                       // Int32Array [${f ? f.tables[1].join(', ') : ''}]
+
+const tree = [${TREE.join(', ')}];                       // parent of each draft node (-1: a root)
+draft.append(kDraft, vDraft);                         // the ${NODES.length} nodes after the prompt
+const { weights } = draft.attend(q, { tree, returnWeights: true });
+draft.keep(0, tree, [${(t?.kept ?? paths[0]).join(', ')}]);                     // the accepted path, compacted into place`;
+    // For tests and the curious: head 1's weights as rows [node][position].
+    const weightRows = t && NODES.map((_, i) => t.weights.slice(i * t.Lk, (i + 1) * t.Lk));
+    const json = { fork: f, tree: t && { ...t, weights: weightRows }, paths };
+    els.json.textContent = JSON.stringify(json);
+    expose(json);
+  }
+
+  function act(fn) {
+    els.error.hidden = true;
+    try {
+      fn();
+      render();
+    } catch (e) {
+      fail(e);
+    }
+  }
+
+  els.fork.addEventListener('click', () => act(runFork));
+  els.verify.addEventListener('click', () => act(verify));
+  els.keep.addEventListener('click', () => act(keep));
+  els.path.addEventListener('change', () => act(() => { if (state.tree?.kept) keep(); }));
+  return {
+    reset() {
+      state = { fork: null, tree: null };
+      act(() => { runFork(); verify(); });
+    },
+  };
+}
