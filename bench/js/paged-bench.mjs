@@ -24,9 +24,10 @@ console.log(`paged and forked caches, tree verification in WebAssembly (${ma.bac
 const random = rng(5);
 const fill = (n) => Float32Array.from({ length: n }, () => random());
 const k = fill(2 * Hkv * L * D), v = fill(2 * Hkv * L * D);
-const q = { data: fill(2 * Hq * T * D), shape: [1, Hq, 1, D] };
-const q2 = { data: q.data.subarray(0, 2 * Hq * D), shape: [2, Hq, 1, D] };
-const qTree = { data: q.data.subarray(0, Hq * T * D), shape: [1, Hq, T, D] };
+const qAll = fill(2 * Hq * T * D);
+const q = { data: qAll.subarray(0, Hq * D), shape: [1, Hq, 1, D] };
+const q2 = { data: qAll.subarray(0, 2 * Hq * D), shape: [2, Hq, 1, D] };
+const qTree = { data: qAll.subarray(0, Hq * T * D), shape: [1, Hq, T, D] };
 
 const variants = [];
 for (const dtype of ['float32', 'q8']) {
