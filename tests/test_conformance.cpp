@@ -151,6 +151,8 @@ struct Problem {
   FullyMasked policy = FullyMasked::zero;
   std::vector<int32_t> key_lengths, query_lengths, query_segments, key_segments;
   std::vector<float> alibi;
+  std::vector<float> sinks;     // learned per-head sinks ([Hq], -inf = none)
+  std::vector<int32_t> tree;    // tree verification parents ([Lq] or [B, Lq])
   Mask<float> bias;
   Mask<uint8_t> allowed;
 
@@ -198,6 +200,8 @@ struct Problem {
     if (!query_segments.empty()) o.query_segments = query_segments;
     if (!key_segments.empty()) o.key_segments = key_segments;
     if (!alibi.empty()) o.alibi_slopes = alibi;
+    if (!sinks.empty()) o.sinks = sinks;
+    if (!tree.empty()) o.tree = tree;
     o.softcap = softcap;
     o.fully_masked = policy;
     o.target = t.target;
@@ -225,6 +229,8 @@ std::string describe(const Problem& p) {
   if (!p.query_lengths.empty()) os << " query_lengths";
   if (!p.query_segments.empty()) os << " segments";
   if (!p.alibi.empty()) os << " alibi";
+  if (!p.sinks.empty()) os << " sinks";
+  if (!p.tree.empty()) os << " tree";
   if (p.bias.present()) os << " bias";
   if (p.allowed.present()) os << " allowed";
   os << " policy=" << policy_name(p.policy);
@@ -405,7 +411,11 @@ void check_mask_decisions(const Problem& p, const KernelRun& r, const ReferenceR
   for (int64_t row = 0; row < rows; ++row) {
     const bool want = ref.fully_masked[static_cast<size_t>(row)] != 0;
     const float l = r.lse[static_cast<size_t>(row)];
-    const bool got = std::isinf(l) && l < 0;
+    // With a sink, a row with no key has lse = the sink instead (and O = 0 under every policy).
+    const size_t h = static_cast<size_t>(row / p.Lq % p.Hq);
+    const float sink = p.sinks.empty() ? -kInf : p.sinks[h];
+    const bool got = sink == -kInf ? (std::isinf(l) && l < 0) : (want && l == sink);
+    if (sink != -kInf && !want) continue;  // lse is compared with the reference's
     if (got != want)
       fail(row, want ? "reference: fully masked; kernel lse " + num(l)
                      : "reference: not fully masked; kernel lse -inf");
@@ -434,7 +444,8 @@ void check_nan_rows(const Problem& p, const KernelRun& r, const ReferenceResult&
   int64_t failures = 0;
   std::ostringstream msg;
   for (int64_t row = 0; row < p.B * p.Hq * p.Lq; ++row) {
-    if (ref.fully_masked[static_cast<size_t>(row)] && p.policy == FullyMasked::nan) continue;
+    const bool sink = !p.sinks.empty() && p.sinks[static_cast<size_t>(row / p.Lq % p.Hq)] != -kInf;
+    if (ref.fully_masked[static_cast<size_t>(row)] && p.policy == FullyMasked::nan && !sink) continue;
     const bool want_nan = nan_rows.count(row) != 0;
     if (!want_nan && !p.others_finite) continue;
     for (int64_t c = 0; c < p.Dv; ++c) {
@@ -1158,6 +1169,41 @@ std::vector<ConformanceRow> interaction_rows() {
          p.causal = true;
          p.key_lengths = lengths({65, 40});
          p.query_lengths = lengths({33, 7});
+       }},
+      {"sinks_fully_masked_rows_nan_policy", "learned sinks: a row with no key gives O = 0 and lse = the sink even "
+       "under the nan policy; a head with sink -inf keeps the policy",
+       [](Problem& p, Rng&) {
+         p.dims(2, 3, 1, 9, 30, 16, 16);
+         p.causal = true;
+         p.key_lengths = lengths({30, 0});
+         p.query_lengths = lengths({5, 9});
+         p.policy = FullyMasked::nan;
+         p.sinks = {0.5f, -kInf, 4.0f};
+       }},
+      {"sinks_dominant_with_alibi_softcap", "a sink far above the logits takes most of the weight; ALiBi and "
+       "softcap act on the keys' logits only",
+       [](Problem& p, Rng&) {
+         p.dims(1, 4, 2, 20, 70, 16, 16);
+         p.causal = true;
+         p.alibi = alibi_slopes(4);
+         p.softcap = 3.0f;
+         p.sinks = {6.0f, -6.0f, 0.0f, 12.0f};
+       }},
+      {"tree_medusa_16_gqa", "tree verification: 16 nodes over 300 keys, each node sees the keys before the tree, "
+       "its ancestors and itself (GQA 8/2, causal)",
+       [](Problem& p, Rng&) {
+         p.dims(1, 8, 2, 16, 300, 32, 32);
+         p.causal = true;
+         p.tree = {-1, 0, 0, 0, 1, 1, 2, 3, 4, 4, 5, 6, 7, 8, 9, 13};
+       }},
+      {"tree_per_sequence_with_padding", "one tree per sequence, ragged key lengths (the tree is the last Lq keys "
+       "of each), not causal, bias on top",
+       [](Problem& p, Rng& rng) {
+         p.dims(2, 2, 2, 6, 40, 16, 16);
+         p.key_lengths = lengths({40, 17});
+         p.tree = {-1, 0, 1, 1, -1, 4, -1, -1, 1, 0, 3, 2};
+         Mask<float>& m = p.full_bias();
+         for (float& x : m.data) x = rng.bernoulli(0.1) ? -kInf : rng.uniform(-1.0f, 1.0f);
        }},
       {"softcap_alibi_bias_order", "softcap before ALiBi and bias: -inf bias stays a mask",
        [](Problem& p, Rng& rng) {
