@@ -1827,6 +1827,8 @@ TEST_P(Differential, ThreadCountDoesNotChangeResults) {
   cases[0].dims(2, 8, 2, 3, 2100, 64, 48);  // decode-shaped: 12 rows per group, 5 chunks of 512 keys
   cases[0].causal = true;
   cases[0].key_lengths = lengths({2100, 1500});
+  cases[0].sinks = {0.5f, -1.0f, 2.0f, -kInf, 0.0f, 1.0f, 3.0f, -2.0f};  // sinks after the split-K merge
+  cases[0].tree = {-1, 0, 0};
   cases[1].dims(1, 4, 4, 300, 300, 64, 64);  // prefill-shaped: several query blocks per head
   cases[1].causal = true;
   cases[1].window = {100, 0};

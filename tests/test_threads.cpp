@@ -177,51 +177,67 @@ TEST(Threads, ConcurrentCallsOnSharedInputs) {
 }
 
 // A shared KV cache read by several threads at once (attend is const), float32 and float16, a
-// ring, with 1 to 4 library threads each: every answer is bitwise the single-threaded one.
+// ring (with sink tokens), a paged cache whose second sequence is a fork of the first, with 1 to 4
+// library threads each: every answer is bitwise the single-threaded one.
 TEST(Threads, SharedCacheAttendedConcurrently) {
-  for (auto dtype : {maskattn::KVType::f32, maskattn::KVType::f16})
-    for (int64_t window : {0, 900}) {
-      maskattn::KVCacheConfig c;
-      c.batch = 2;
-      c.kv_heads = 2;
-      c.capacity = 2048;
-      c.head_dim = 32;
-      c.dtype = dtype;
-      c.window = window;
-      KVCache cache(c);
-      const int64_t T = 1500;
-      const std::vector<float> k = values(size_t(2 * 2 * T * 32), 7), v = values(size_t(2 * 2 * T * 32), 8);
-      const std::vector<int32_t> counts = {int32_t(T), int32_t(T - 300)};
-      cache.append(maskattn::bhld<const float>(k.data(), 2, 2, T, 32), maskattn::bhld<const float>(v.data(), 2, 2, T, 32), counts);
-      const int64_t Hq = 8, Lq = 2;
-      const std::vector<float> q = values(size_t(2 * Hq * Lq * 32), 9);
-      auto attend = [&](int threads) {
-        std::vector<float> out(size_t(2 * Hq * Lq * 32)), lse(size_t(2 * Hq * Lq));
-        Options o = KVCache::default_options();
-        o.threads = threads;
-        maskattn::ExtraOutputs extra;
-        extra.lse = lse.data();
-        cache.attend(maskattn::bhld<const float>(q.data(), 2, Hq, Lq, 32), maskattn::bhld(out.data(), 2, Hq, Lq, 32), o, extra);
-        out.insert(out.end(), lse.begin(), lse.end());
-        return out;
-      };
-      const std::vector<float> expected = attend(1);
-      for (int threads : {2, 3, 8}) EXPECT_TRUE(bitwise_equal(attend(threads), expected)) << threads << " threads";
-      std::atomic<int> mismatches{0}, errors{0};
-      std::vector<std::thread> readers;
-      for (int r = 0; r < 4; ++r)
-        readers.emplace_back([&, r] {
-          try {
-            for (int n = 0; n < 5; ++n)
-              if (!bitwise_equal(attend(1 + (r + n) % 4), expected)) ++mismatches;
-          } catch (...) {
-            ++errors;
-          }
-        });
-      for (auto& t : readers) t.join();
-      EXPECT_EQ(mismatches.load(), 0) << "dtype " << int(dtype) << " window " << window;
-      EXPECT_EQ(errors.load(), 0);
+  struct Layout {
+    maskattn::KVType dtype;
+    int64_t window, sink_tokens, page_size;
+  };
+  using maskattn::KVType;
+  for (const Layout& layout : {Layout{KVType::f32, 0, 0, 0}, Layout{KVType::f32, 900, 0, 0}, Layout{KVType::f16, 0, 0, 0},
+                               Layout{KVType::f16, 900, 0, 0}, Layout{KVType::f32, 900, 4, 64}, Layout{KVType::q8, 0, 0, 64}}) {
+    const auto dtype = layout.dtype;
+    const int64_t window = layout.window;
+    maskattn::KVCacheConfig c;
+    c.batch = 2;
+    c.kv_heads = 2;
+    c.capacity = 2048;
+    c.head_dim = 32;
+    c.dtype = dtype;
+    c.window = window;
+    c.sink_tokens = layout.sink_tokens;
+    c.page_size = layout.page_size;
+    KVCache cache(c);
+    const int64_t T = 1500;
+    const std::vector<float> k = values(size_t(2 * 2 * T * 32), 7), v = values(size_t(2 * 2 * T * 32), 8);
+    const bool fork = layout.page_size > 0 && window == 0;
+    const std::vector<int32_t> counts = {int32_t(T), int32_t(fork ? 0 : T - 300)};
+    cache.append(maskattn::bhld<const float>(k.data(), 2, 2, T, 32), maskattn::bhld<const float>(v.data(), 2, 2, T, 32), counts);
+    if (fork) {  // sequence 1 shares sequence 0's pages, then goes its own way
+      cache.fork(0, 1);
+      cache.append(maskattn::bhld<const float>(k.data(), 2, 2, 7, 32), maskattn::bhld<const float>(v.data(), 2, 2, 7, 32),
+                   std::vector<int32_t>{0, 7});
     }
+    const int64_t Hq = 8, Lq = 2;
+    const std::vector<float> q = values(size_t(2 * Hq * Lq * 32), 9);
+    auto attend = [&](int threads) {
+      std::vector<float> out(size_t(2 * Hq * Lq * 32)), lse(size_t(2 * Hq * Lq));
+      Options o = KVCache::default_options();
+      o.threads = threads;
+      maskattn::ExtraOutputs extra;
+      extra.lse = lse.data();
+      cache.attend(maskattn::bhld<const float>(q.data(), 2, Hq, Lq, 32), maskattn::bhld(out.data(), 2, Hq, Lq, 32), o, extra);
+      out.insert(out.end(), lse.begin(), lse.end());
+      return out;
+    };
+    const std::vector<float> expected = attend(1);
+    for (int threads : {2, 3, 8}) EXPECT_TRUE(bitwise_equal(attend(threads), expected)) << threads << " threads";
+    std::atomic<int> mismatches{0}, errors{0};
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 4; ++r)
+      readers.emplace_back([&, r] {
+        try {
+          for (int n = 0; n < 5; ++n)
+            if (!bitwise_equal(attend(1 + (r + n) % 4), expected)) ++mismatches;
+        } catch (...) {
+          ++errors;
+        }
+      });
+    for (auto& t : readers) t.join();
+    EXPECT_EQ(mismatches.load(), 0) << "dtype " << int(dtype) << " window " << window << " pages " << layout.page_size;
+    EXPECT_EQ(errors.load(), 0);
+  }
 }
 
 // Errors from several threads at once: each caller gets its own ArgumentError, the library state
