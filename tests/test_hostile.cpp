@@ -396,6 +396,26 @@ const std::vector<Row>& rows() {
          w.ring.attend(maskattn::bhld<const float>(w.cq.p(), 2, 2, 2, 4), maskattn::bhld(w.cout.p(), 2, 2, 2, 6), o);
        }, "q", {"overwritten"}},
 
+      // ---- merge_attention: the outputs are the world's own q / out buffers seen as parts.
+      {"merge_no_parts", [](W& w) { maskattn::merge_attention(Span<maskattn::AttentionPart>(), w.ov); }, "parts", {"at least one"}},
+      {"merge_parts_shapes_differ", [](W& w) {
+         const std::vector<maskattn::AttentionPart> parts = {
+             {maskattn::bhld<const float>(w.q.p(), 2, 4, 3, 4), w.lse.p()}, {maskattn::bhld<const float>(w.q.p(), 2, 4, 2, 4), w.lse.p()}};
+         maskattn::merge_attention(parts, maskattn::bhld(w.out.p(), 2, 4, 3, 4));
+       }, "parts[1].output", {"[2, 4, 3, 4]", "[2, 4, 2, 4]"}},
+      {"merge_lse_null", [](W& w) {
+         const std::vector<maskattn::AttentionPart> parts = {{maskattn::bhld<const float>(w.q.p(), 2, 4, 3, 4), nullptr}};
+         maskattn::merge_attention(parts, maskattn::bhld(w.out.p(), 2, 4, 3, 4));
+       }, "parts[0].lse", {"null"}},
+      {"merge_out_shape_differs", [](W& w) {
+         const std::vector<maskattn::AttentionPart> parts = {{maskattn::bhld<const float>(w.q.p(), 2, 4, 3, 4), w.lse.p()}};
+         maskattn::merge_attention(parts, maskattn::bhld(w.out.p(), 2, 4, 3, 6));
+       }, "out", {"[2, 4, 3, 4]"}},
+      {"merge_part_buffer_short", [](W& w) {
+         const std::vector<maskattn::AttentionPart> parts = {{maskattn::bhld<const float>(w.q.p(), 2, 4, 3, 4, 95), w.lse.p()}};
+         maskattn::merge_attention(parts, maskattn::bhld(w.out.p(), 2, 4, 3, 4));
+       }, "parts[0].output", {"96", "95"}},
+
       // ---- KV cache: fork and keep.
       {"fork_onto_live_sequence", [](W& w) { w.f32.fork(0, 1); }, "dst", {"holds 5", "empty"}},
       {"fork_onto_itself", [](W& w) { w.f16.fork(1, 1); }, "dst", {"differ"}},

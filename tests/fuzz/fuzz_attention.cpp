@@ -1,4 +1,4 @@
-// libFuzzer harness: bytes become attention problems and KV-cache sessions (bounded sizes), run on
+// libFuzzer harness: bytes become attention problems, KV-cache sessions and merges (bounded sizes), run on
 // every native target and kernel (Options::kernel = automatic, prefill, decode, decode_split) and
 // checked against the float64 reference (maskattn/reference.hpp):
 //   - valid input: the kernel's O, weights and lse match the reference within the tolerance
@@ -6,8 +6,10 @@
 //   - hostile input (a valid problem with one mistake from a list of many, its parameter fuzzed):
 //     the call throws maskattn::ArgumentError and writes nothing; whenever the reference rejects
 //     a problem, attention() rejects it too; whenever attention() accepts one, it is right;
-//   - KV caches: appends (ragged counts, float32 / float16, raw halves), truncates, resets and
-//     attends against a shadow copy of what each sequence holds; refused appends change nothing.
+//   - KV caches (rings with sink tokens, paged): appends (ragged counts), truncates, resets, forks,
+//     keeps of tree paths and attends (learned sinks, trees) against a shadow copy of what each
+//     sequence holds; refused calls change nothing;
+//   - merge_attention against its formula in double, including -inf and NaN lse and mismatches.
 // A finding aborts with a message (libFuzzer then saves the input). Build and run:
 //   scripts/fuzz.sh [seconds]          (clang-19, -fsanitize=fuzzer,address,undefined)
 #include <fuzzer/FuzzedDataProvider.h>
@@ -810,6 +812,76 @@ void cache_case(FuzzedDataProvider& in) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// merge_attention against the formula, in double: parts with random outputs and lse (finite, -inf,
+// sometimes NaN), and sometimes a part or out of another shape (an error; out untouched).
+// ---------------------------------------------------------------------------------------------
+void merge_case(FuzzedDataProvider& in) {
+  const int64_t B = in.ConsumeIntegralInRange<int64_t>(0, 2), H = in.ConsumeIntegralInRange<int64_t>(1, 3);
+  const int64_t L = in.ConsumeIntegralInRange<int64_t>(0, 4), Dv = in.ConsumeIntegralInRange<int64_t>(1, 9);
+  const int n = in.ConsumeIntegralInRange<int>(1, 4);
+  Gen g{in.ConsumeIntegral<uint64_t>()};
+  const int64_t rows = B * H * L;
+  std::vector<std::vector<float>> outs(static_cast<size_t>(n)), lses(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    for (int64_t x = 0; x < rows * Dv; ++x) outs[size_t(p)].push_back(g.uniform(-2, 2));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint64_t k = g.next() % 10;
+      lses[size_t(p)].push_back(k == 0 ? -kInf : k == 1 && in.ConsumeBool() ? kNaN : g.uniform(-20, 20));
+      if (k == 0 && in.ConsumeBool()) outs[size_t(p)][size_t(r * Dv)] = kNaN;  // ignored: it attended nothing
+    }
+  }
+  const int bad = in.ConsumeIntegralInRange<int>(0, 5);  // 0: a part of another length, 1: out of another Dv
+  std::vector<maskattn::AttentionPart> parts;
+  for (int p = 0; p < n; ++p)
+    parts.push_back({maskattn::bhld<const float>(outs[size_t(p)].data(), B, H, bad == 0 && p == n - 1 && n > 1 ? L + 1 : L, Dv),
+                     lses[size_t(p)].data()});
+  std::vector<float> out(size_t(rows * (Dv + 1)), kSentinel), lse(size_t(rows), kSentinel);
+  const int64_t out_dv = bad == 1 ? Dv + 1 : Dv;
+  const bool must_fail = (bad == 0 && n > 1) || bad == 1;
+  g_case = "merge B=" + std::to_string(B) + " H=" + std::to_string(H) + " L=" + std::to_string(L) + " Dv=" +
+           std::to_string(Dv) + " parts=" + std::to_string(n) + " bad=" + std::to_string(bad);
+  try {
+    maskattn::merge_attention(parts, maskattn::bhld(out.data(), B, H, L, out_dv), lse.data());
+    FUZZ_CHECK(!must_fail, "a mismatched merge was accepted");
+  } catch (const ArgumentError&) {
+    FUZZ_CHECK(must_fail, "a valid merge was refused");
+    for (float x : out) FUZZ_CHECK(x == kSentinel, "a refused merge wrote its output");
+    for (float x : lse) FUZZ_CHECK(x == kSentinel, "a refused merge wrote lse");
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY;
+    bool nan = false;
+    for (int p = 0; p < n; ++p) {
+      const double l = lses[size_t(p)][size_t(r)];
+      nan = nan || std::isnan(l);
+      if (l > m) m = l;
+    }
+    if (nan) {
+      FUZZ_CHECK(std::isnan(lse[size_t(r)]), "merge: a NaN lse makes the row NaN");
+      continue;
+    }
+    if (m == -INFINITY) {
+      FUZZ_CHECK(lse[size_t(r)] == -kInf, "merge: a row no part attends has lse -inf");
+      for (int64_t c = 0; c < Dv; ++c) FUZZ_CHECK(out[size_t(r * Dv + c)] == 0.0f, "merge: a row no part attends is 0");
+      continue;
+    }
+    double sum = 0;
+    for (int p = 0; p < n; ++p)
+      if (lses[size_t(p)][size_t(r)] != -INFINITY) sum += std::exp(double(lses[size_t(p)][size_t(r)]) - m);
+    FUZZ_CHECK(std::fabs(lse[size_t(r)] - (m + std::log(sum))) <= 1e-5 * (1 + std::fabs(m)), "merge lse");
+    for (int64_t c = 0; c < Dv; ++c) {
+      double o = 0;
+      for (int p = 0; p < n; ++p) {
+        const double l = lses[size_t(p)][size_t(r)];
+        if (l != -INFINITY) o += std::exp(l - m) * outs[size_t(p)][size_t(r * Dv + c)];
+      }
+      FUZZ_CHECK(std::fabs(out[size_t(r * Dv + c)] - o / sum) <= 1e-5, "merge O");
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -821,11 +893,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   g_case.clear();
-  switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+  switch (in.ConsumeIntegralInRange<int>(0, 4)) {
     case 0:
     case 1: attention_case(in); break;
     case 2: hostile_case(in); break;
-    default: cache_case(in); break;
+    case 3: cache_case(in); break;
+    default: merge_case(in); break;
   }
   return 0;
 }

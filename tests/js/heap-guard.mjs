@@ -18,7 +18,7 @@
 import assert from 'node:assert/strict';
 
 // The module functions through which JavaScript enters wasm.
-const ENTRY_POINTS = ['attention', 'kvCreate', 'kvDestroy', 'kvAppend', 'kvAttend', 'kvTruncate', 'kvReset', 'kvFork', 'kvKeep', 'kvPages'];
+const ENTRY_POINTS = ['attention', 'kvCreate', 'kvDestroy', 'kvAppend', 'kvAttend', 'kvTruncate', 'kvReset', 'kvFork', 'kvKeep', 'kvPages', 'mergeAttention'];
 const CANARY_SIZES = [1, 8, 16, 24, 40, 64, 100, 256, 1000, 4096, 20000];
 
 export function heapGuard(ma) {

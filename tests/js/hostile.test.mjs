@@ -325,6 +325,22 @@ const ROWS = [
   ['attend with a tree whose parent is not earlier', { call: ({ cache, cacheQ }) => cache.attend(cacheQ, { tree: [0] }), type: RangeError, arg: 'tree[0]', says: ['earlier'] }],
   ['attend with a tree of the wrong length', { call: ({ cache, cacheQ }) => cache.attend(cacheQ, { tree: [-1, 0, 1] }), type: RangeError, arg: 'tree', says: ['Lq = 1'] }],
   ['attend with a tree that is a number', { call: ({ cache, cacheQ }) => cache.attend(cacheQ, { tree: 3 }), type: TypeError, arg: 'tree' }],
+  ['mergeAttention of nothing', { call: ({ ma }) => ma.mergeAttention([]), type: RangeError, arg: 'parts', says: ['at least one'] }],
+  ['mergeAttention of a non-array', { call: ({ ma }) => ma.mergeAttention({ output: 1 }), type: TypeError, arg: 'parts' }],
+  ['mergeAttention of parts with different shapes', {
+    call: ({ ma }) => ma.mergeAttention([
+      { output: { data: new Float32Array(8), shape: [1, 1, 2, 4] }, lse: { data: new Float32Array(2), shape: [1, 1, 2] } },
+      { output: { data: new Float32Array(4), shape: [1, 1, 1, 4] }, lse: { data: new Float32Array(1), shape: [1, 1, 1] } },
+    ]), type: RangeError, arg: 'parts[1].output', says: ['[1, 1, 2, 4]'],
+  }],
+  ['mergeAttention with an lse of the wrong shape', {
+    call: ({ ma }) => ma.mergeAttention([{ output: { data: new Float32Array(8), shape: [1, 1, 2, 4] }, lse: { data: new Float32Array(4), shape: [1, 1, 4] } }]),
+    type: RangeError, arg: 'parts[0].lse', says: ['[1, 1, 2]'],
+  }],
+  ['mergeAttention with an unknown field', {
+    call: ({ ma }) => ma.mergeAttention([{ output: { data: new Float32Array(4), shape: [1, 1, 1, 4] }, lse: { data: new Float32Array(1), shape: [1, 1, 1] }, weights: 1 }]),
+    type: TypeError, arg: 'parts[0]', says: ['weights'],
+  }],
   ['fork onto a live sequence', { call: ({ cache }) => cache.fork(0, 1), type: RangeError, arg: 'dst', says: ['empty'] }],
   ['fork from a sequence out of range', { call: ({ cache }) => cache.fork(5, 1), type: RangeError, arg: 'src', says: ['5'] }],
   ['fork with a string index', { call: ({ cache }) => cache.fork('0', 1), type: TypeError, arg: 'src' }],
