@@ -209,7 +209,7 @@ TEST(GenerationErrors, TreeAndKeepMisuseIsNamed) {
   maskattn_test::expect_argument_error([&] { cache.keep(0, tree, std::vector<int32_t>{1}); }, "path[0]");
   maskattn_test::expect_argument_error([&] { cache.keep(0, tree, std::vector<int32_t>{0, 2, 3}); }, "path[2]");
   maskattn_test::expect_argument_error([&] { cache.keep(0, tree, std::vector<int32_t>{0, 9}); }, "path[1]");
-  maskattn_test::expect_argument_error([&] { cache.keep(1, tree, std::vector<int32_t>{0}); }, "sequence");
+  maskattn_test::expect_argument_error([&] { cache.keep(1, tree, std::vector<int32_t>{0}); }, "b");
   maskattn_test::expect_argument_error([&] { cache.keep(0, std::vector<int32_t>(9, -1), std::vector<int32_t>{0}); },
                                        "tree");
   EXPECT_EQ(cache.lengths(), std::vector<int32_t>{8}) << "nothing changed";
@@ -229,8 +229,19 @@ TEST(GenerationErrors, TreeAndKeepMisuseIsNamed) {
 // Sink tokens in the ring
 // ---------------------------------------------------------------------------------------------
 
-// A ring of window W with S sink tokens equals the full history under window [W - 1, 0] plus the
-// prefix S (positions 0..S-1 always visible): the float64 reference over every position appended.
+// What a ring of window W with S sink tokens lets query i (of Lq, over L positions) see, as an
+// explicit [1, 1, Lq, L] mask: j <= d(i), and j in the window (j > d(i) - W) or a sink token (j < S).
+std::vector<uint8_t> ring_sink_mask(int64_t L, int64_t Lq, int64_t W, int64_t S) {
+  std::vector<uint8_t> m(size_t(Lq * L), 0);
+  for (int64_t i = 0; i < Lq; ++i) {
+    const int64_t d = L - Lq + i;
+    for (int64_t j = 0; j <= d; ++j) m[size_t(i * L + j)] = j > d - W || j < S;
+  }
+  return m;
+}
+
+// A ring of window W with S sink tokens equals the full history under that mask: the float64
+// reference over every position appended.
 TEST_P(Generation, SinkTokensRingEqualsFullHistory) {
   const int64_t B = 2, Hkv = 2, Hq = 4, D = 16, W = 40, S = 4, Lq = 3;
   for (int64_t page_size : {int64_t(0), int64_t(8)}) {
@@ -267,8 +278,10 @@ TEST_P(Generation, SinkTokensRingEqualsFullHistory) {
               kb[size_t((h * L + p) * D + d)] = hk[size_t(b)][size_t((p * Hkv + h) * D + d)];
               vb[size_t((h * L + p) * D + d)] = hv[size_t(b)][size_t((p * Hkv + h) * D + d)];
             }
-        Options ro = maskattn_test::cache_reference_options(o, W);
-        ro.prefix = S;
+        Options ro = o;
+        ro.target = maskattn::Target::reference;
+        const std::vector<uint8_t> mask = ring_sink_mask(L, Lq, W, S);
+        ro.allowed = maskattn::MaskView<uint8_t>{mask.data(), {1, 1, Lq, L}, {0, 0, L, 1}};
         const maskattn::ReferenceResult ref = maskattn::reference_attention(
             maskattn::bhld(q.data() + b * Hq * Lq * D, 1, Hq, Lq, D), maskattn::bhld(kb.data(), 1, Hkv, L, D),
             maskattn::bhld(vb.data(), 1, Hkv, L, D), ro);
@@ -286,6 +299,47 @@ TEST_P(Generation, SinkTokensRingEqualsFullHistory) {
       }
     }
   }
+}
+
+// Sink tokens are causal: a prompt's first queries (positions below S) do not see the sink tokens
+// after them, as StreamingLLM's sinks are ordinary earlier tokens kept forever.
+TEST_P(Generation, SinkTokensAreCausal) {
+  const int64_t Hq = 2, D = 16, W = 8, S = 4, Lq = 10;
+  Rng rng("Generation/sink_tokens_causal");
+  KVCacheConfig cfg;
+  cfg.head_dim = D; cfg.window = W; cfg.sink_tokens = S; cfg.capacity = W + S + Lq - 1;
+  KVCache cache(cfg);
+  const std::vector<float> k = random(rng, size_t(Lq * D)), v = random(rng, k.size()), q = random(rng, size_t(Hq * Lq * D));
+  cache.append(maskattn::bhld(k.data(), 1, 1, Lq, D), maskattn::bhld(v.data(), 1, 1, Lq, D));
+  const Attended got = attend(cache, q, Hq, Lq, target_options(target(), false));  // not even causal: the ring is
+  Options ro;
+  ro.target = maskattn::Target::reference;
+  const std::vector<uint8_t> mask = ring_sink_mask(Lq, Lq, W, S);
+  ro.allowed = maskattn::MaskView<uint8_t>{mask.data(), {1, 1, Lq, Lq}, {0, 0, Lq, 1}};
+  const maskattn::ReferenceResult ref = maskattn::reference_attention(
+      maskattn::bhld(q.data(), 1, Hq, Lq, D), maskattn::bhld(k.data(), 1, 1, Lq, D), maskattn::bhld(v.data(), 1, 1, Lq, D), ro);
+  for (size_t n = 0; n < got.out.size(); ++n) ASSERT_NEAR(got.out[n], ref.out[n], 2e-6) << "element " << n;
+  // Query 0 sees key 0 only: its output is V's row 0 exactly.
+  for (int64_t h = 0; h < Hq; ++h)
+    for (int64_t d = 0; d < D; ++d) EXPECT_EQ(got.out[size_t(h * Lq * D + d)], v[size_t(d)]);
+}
+
+// Fork then a multi-token append that wraps a ring whose sink count is not a page multiple: the
+// page the wrap lands in is shared, and must be copied before it is written.
+TEST(GenerationErrors, ForkedRingWrapCopiesTheSharedPage) {
+  KVCacheConfig cfg;
+  cfg.batch = 2; cfg.head_dim = 4; cfg.window = 4; cfg.sink_tokens = 2; cfg.capacity = 6; cfg.page_size = 4;
+  KVCache cache(cfg);
+  std::vector<float> k(2 * 5 * 4);
+  for (size_t n = 0; n < k.size(); ++n) k[n] = float(n);
+  cache.append(maskattn::bhld(k.data(), 2, 1, 5, 4), maskattn::bhld(k.data(), 2, 1, 5, 4), std::vector<int32_t>{5, 0});
+  const KVCache::Contents before = cache.read(0);
+  cache.fork(0, 1);
+  std::vector<float> other(2 * 2 * 4, -9.0f);
+  cache.append(maskattn::bhld(other.data(), 2, 1, 2, 4), maskattn::bhld(other.data(), 2, 1, 2, 4), std::vector<int32_t>{0, 2});
+  const KVCache::Contents after = cache.read(0);
+  EXPECT_EQ(after.key, before.key) << "sequence 0 changed by an append to its fork";
+  EXPECT_EQ(cache.read(1).key.back(), -9.0f);
 }
 
 TEST(GenerationErrors, SinkTokensConfigurationIsNamed) {

@@ -439,7 +439,7 @@ const std::vector<Row>& rows() {
       {"keep_sequence_out_of_range", [](W& w) {
          static const std::vector<int32_t> t = {-1}, path = {0};
          w.f32.keep(-1, t, path);
-       }, "sequence", {"-1"}},
+       }, "b", {"-1"}},
       {"attend_tree_parent_bad", [](W& w) {
          maskattn::Options o = KVCache::default_options();
          static const std::vector<int32_t> t = {0};

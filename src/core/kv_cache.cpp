@@ -124,7 +124,13 @@ struct KVCache::Impl {
       refs[size_t(e)] = 1;
       return e;
     }
-    pool.emplace_back(new uint8_t[size_t(page_bytes)]());
+    // Everything that may throw first (the page, room in every list), so a bad_alloc changes
+    // nothing; free_pages can then never grow past pool.size(): release_page cannot throw.
+    auto page = std::make_unique<uint8_t[]>(size_t(page_bytes));  // zeroed
+    pool.reserve(pool.size() + 1);
+    refs.reserve(pool.size() + 1);
+    free_pages.reserve(pool.size() + 1);
+    pool.push_back(std::move(page));
     refs.push_back(1);
     return int32_t(pool.size() - 1);
   }
@@ -144,10 +150,13 @@ struct KVCache::Impl {
     }
     point(at);
   }
+  // Every page positions [from, to) of sequence b will be written to, made its own first: a new
+  // page wherever the slots jump (the first position, a page boundary, a ring's wrap back to slot
+  // sinks(), which need not be a page boundary).
   void own_positions(int64_t b, int64_t from, int64_t to) {
     if (!paged()) return;
     for (int64_t pos = from; pos < to; ++pos)
-      if (pos == from || slot(pos) % P() == 0) own_page(b, slot(pos));
+      if (pos == from || slot(pos) % P() == 0 || slot(pos) != slot(pos - 1) + 1) own_page(b, slot(pos));
   }
   void release_page(int64_t at) {
     const int32_t e = table[size_t(at)];
@@ -209,8 +218,8 @@ struct KVCache::Impl {
     for (int64_t b = 0; b < cfg.batch; ++b)
       for (int64_t i = 0; i < take[size_t(b)]; ++i)
         if (kept(b, i, take[size_t(b)])) {
-          const int64_t s = slot(lengths[size_t(b)] + i);
-          if (i == 0 || s % P() == 0 || !kept(b, i - 1, take[size_t(b)])) own_page(b, s);
+          const int64_t pos = lengths[size_t(b)] + i, s = slot(pos);
+          if (i == 0 || s % P() == 0 || !kept(b, i - 1, take[size_t(b)]) || s != slot(pos - 1) + 1) own_page(b, s);
         }
   }
 
@@ -464,10 +473,11 @@ std::vector<int32_t> KVCache::pages(int64_t b) const {
   return std::vector<int32_t>(m.table.begin() + b * m.pages_per_seq, m.table.begin() + (b + 1) * m.pages_per_seq);
 }
 
-void KVCache::keep(int64_t sequence, Span<int32_t> tree, Span<int32_t> path) {
+void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
+  const int64_t sequence = b;
   Impl& m = live();
   const int64_t B = m.cfg.batch;
-  if (sequence < 0 || sequence >= B) fail("sequence", cat("must be in [0, batch = ", B, "), given ", sequence));
+  if (sequence < 0 || sequence >= B) fail("b", cat("must be in [0, batch = ", B, "), given ", sequence));
   if (tree.data == nullptr && tree.size > 0) fail("tree", cat("data is null but size is ", tree.size));
   if (path.data == nullptr && path.size > 0) fail("path", cat("data is null but size is ", path.size));
   const int64_t T = int64_t(tree.size), len = m.lengths[size_t(sequence)];
@@ -522,7 +532,6 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     const int64_t left = m.cfg.window - 1;
     o.window.left = o.window.left < 0 ? left : std::min(o.window.left, left);
     o.window.right = 0;
-    o.prefix = std::max(o.prefix, S);  // sink tokens: always visible, like a prefix-LM's prefix
   }
   // Views of the storage as [B, Hkv, Lk, D] for validation (the kernels address rows through
   // Problem::key_row: a ring's slots, pages). Rows of other dtypes are described as float rows here;

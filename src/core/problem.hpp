@@ -61,7 +61,10 @@ struct Problem {
   // [key_first[b], key_length(b)), not over all Lk (key_first null = from 0).
   bool uniform_over_key_lengths = false;
   const int32_t* key_first = nullptr;
-  int64_t key_sinks = 0;  // with key_first: positions [0, min(key_sinks, first)) are held too (sink tokens)
+  // A ring's sink tokens (KV cache): keys j < key_sinks are visible to row i whenever j <= d(i),
+  // beside the window (mask/row_keys.hpp); with key_first, positions [0, min(key_sinks, first)) are
+  // held too (the uniform policy's average).
+  int64_t key_sinks = 0;
   float* out = nullptr;
   RowMajor3 qs, ks, vs, os;
 
@@ -114,7 +117,7 @@ struct Problem {
     return key_ring && j >= key_ring_base ? key_ring_base + (j - key_ring_base) % key_ring : j;
   }
   // How many keys from j on have consecutive rows in memory (a ring's wrap, the end of the fixed
-  // slots and a page's end cut runs): the decode kernel's chunks never cross such a cut.
+  // slots and a page's end cut runs): the decode kernel's tiles never cross such a cut.
   int64_t contiguous_keys(int64_t j) const {
     int64_t run = int64_t(1) << 40;  // beyond any key index (no overflow in j + run)
     const int64_t slot = key_slot(j);

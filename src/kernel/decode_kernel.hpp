@@ -121,10 +121,11 @@ class DecodeAttention {
     for (int64_t j = k0 + t_begin * KT; j < j_end;) {
       const int64_t run = p_.contiguous_keys(j);
       const int64_t n = std::min({KT - (j - k0) % KT, j_end - j, run});
-      if (n == run && j + n < j_end) {
+      if (n == run && j + n < std::min(j_end, last)) {
         // The run ends with this tile (a page's end): the next rows are elsewhere, where neither the
-        // tile's own prefetches nor the hardware's stream reach. Request their first rows now.
-        const int64_t ahead = std::min(prefetch_keys(k_row_bytes_), j_end - j - n);
+        // tile's own prefetches nor the hardware's stream reach. Request their first rows now (only
+        // keys some row attends: the sequence holds them, so their page exists).
+        const int64_t ahead = std::min({prefetch_keys(k_row_bytes_), std::min(j_end, last) - j - n, p_.contiguous_keys(j + n)});
         prefetch_bytes(p_.key_row(b, hkv, j + n), ahead * k_row_bytes_);
         prefetch_bytes(p_.value_row(b, hkv, j + n), ahead * v_row_bytes_);
       }

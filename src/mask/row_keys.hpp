@@ -1,6 +1,7 @@
 // Compact mask rules turned into key intervals per query row (FlashAttention's mask.h idea).
 //
-// Lengths, causal, sliding window and prefix-LM together allow, for query row i of batch b,
+// Lengths, causal, sliding window, prefix-LM and a ring's sink tokens together allow, for query row
+// i of batch b,
 //     keys j in [0, prefix_end)  U  [lo, hi)
 // so the kernel can skip whole key tiles outside both intervals and needs per-element masking
 // only in tiles an interval edge cuts. Element-wise rules (segments, `allowed`, `bias`) are
@@ -55,6 +56,9 @@ inline RowKeys row_keys(const Problem& p, int64_t b, int64_t i) {
   r.hi = std::max(hi, r.lo);
   // The prefix only widens a rule that restricts keys (causal or window).
   if (p.prefix > 0 && (p.causal || p.has_window())) r.prefix_end = std::min(p.prefix, klen);
+  // A ring's sink tokens: always visible beside its window, but never ahead of the query (the
+  // ring's rule is j <= d(i)): a causal prefix, unlike the prefix-LM's bidirectional one.
+  if (p.key_sinks > 0) r.prefix_end = std::max(r.prefix_end, std::min({p.key_sinks, klen, std::max<int64_t>(d + 1, 0)}));
   return r;
 }
 

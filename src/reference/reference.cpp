@@ -23,6 +23,7 @@ bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) 
   if (p.window_left >= 0 && j < d - p.window_left) diagonal_ok = false;
   if (p.window_right >= 0 && j > d + p.window_right) diagonal_ok = false;
   if (j < p.prefix) diagonal_ok = true;  // prefix-LM: the prefix is always visible
+  if (j < p.key_sinks && j <= d) diagonal_ok = true;  // a ring's sink tokens: visible up to the query
   if (!diagonal_ok) return false;
   if (p.query_segments && p.query_segments[b * p.Lq + i] != p.key_segments[b * p.Lk + j]) return false;
   if (p.tree_parents && j >= klen - p.Lq) {  // a tree node: only i's ancestors and i itself

@@ -775,10 +775,18 @@ void cache_case(FuzzedDataProvider& in) {
       Options ro = o;
       ro.target = Target::reference;
       ro.key_lengths = lengths;
+      // A ring: j <= d(i), and j within the window (narrowed by the caller's) or a sink token (j < S).
+      std::vector<uint8_t> ring_mask;
       if (c.window > 0) {
-        ro.window.left = ro.window.left < 0 ? c.window - 1 : std::min(ro.window.left, c.window - 1);
-        ro.window.right = 0;
-        ro.prefix = std::max(ro.prefix, S);  // sink tokens
+        const int64_t left = ro.window.left < 0 ? c.window - 1 : std::min(ro.window.left, c.window - 1);
+        ring_mask.assign(size_t(B * Lq * Lk), 0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < Lq; ++i) {
+            const int64_t d = lengths[size_t(b)] - Lq + i;
+            for (int64_t j = 0; j < Lk && j <= d; ++j) ring_mask[size_t((b * Lq + i) * Lk + j)] = j >= d - left || j < S;
+          }
+        ro.window = {-1, -1};
+        ro.allowed = maskattn::make_mask<uint8_t>(ring_mask.data(), B, 1, Lq, Lk, int64_t(ring_mask.size()));
       }
       const auto qv = maskattn::bhld<const float>(q.data(), B, Hq, Lq, D);
       const auto kv = maskattn::bhld<const float>(kp.data(), B, H, Lk, D), vv = maskattn::bhld<const float>(vp.data(), B, H, Lk, Dv);

@@ -136,7 +136,12 @@ for (const buildInfo of BUILDS) {
         const got = cache.attend(q);
         const K = historyTensor(rows.map((r) => r.map((x) => x.k)), Hkv, D);
         const V = historyTensor(rows.map((r) => r.map((x) => x.v)), Hkv, D);
-        const want = referenceAttention(q, K, V, { causal: true, window: [W - 1, 0], prefix: S });
+        // The ring's rule: j <= d(i), and j in the window or a sink token (j < S).
+        const L = rows.length;
+        const allowed = new Uint8Array(2 * L);
+        for (let i = 0; i < 2; i++)
+          for (let j = 0, d = L - 2 + i; j <= d; j++) allowed[i * L + j] = j > d - W || j < S ? 1 : 0;
+        const want = referenceAttention(q, K, V, { causal: true, allowed: { data: allowed, shape: [1, 1, 2, L] } });
         assert.equal(mismatch(got.output.data, want.output.data, { atol: ATOL }), null, `step ${step}`);
         const held = cache.read(0);
         assert.equal(held.sinks, S);

@@ -10,7 +10,8 @@
 //
 // Layout (why): per (sequence, kv head), `capacity` rows of D (K) and Dv (V) elements, contiguous,
 // so the decode kernel streams each head's keys as one run of memory, as it would read a plain
-// [B, Hkv, L, D] tensor; an append writes T rows in place per head, and nothing is ever moved.
+// [B, Hkv, L, D] tensor; an append writes T rows in place per head, and nothing is moved (but the
+// rows keep() compacts). A paged cache (page_size) holds the same rows in pages of P positions.
 #pragma once
 
 #include <cstdint>
@@ -65,7 +66,8 @@ using HalfTensor = TensorView<const uint16_t>;
 class KVCache {
  public:
   // Validates the configuration (ArgumentError naming the field) and allocates
-  // batch x kv_heads x capacity x (D + Dv) elements (std::bad_alloc if that fails).
+  // batch x kv_heads x capacity x (D + Dv) elements (std::bad_alloc if that fails); a paged cache
+  // allocates nothing yet (pages come with the appends).
   explicit KVCache(const KVCacheConfig& config);
   // A moved-from cache holds nothing: config(), lengths(), byte_length() and the data pointers
   // answer empty, reset() does nothing, and append, attend and truncate throw ArgumentError("cache").
@@ -100,11 +102,11 @@ class KVCache {
   // truncating either sequence never changes the other. A contiguous cache copies the rows.
   void fork(int64_t src, int64_t dst);
 
-  // After tree verification (Options::tree) over the last tree.size positions of `sequence`: keeps
+  // After tree verification (Options::tree) over the last tree.size positions of sequence b: keeps
   // the accepted `path` of nodes (a root, then a child of each previous node) by moving their K/V
   // rows into place, so the sequence continues from the path's last node. An empty path drops the
   // whole tree. tree: that sequence's parent indices, as given to attend.
-  void keep(int64_t sequence, Span<int32_t> tree, Span<int32_t> path);
+  void keep(int64_t b, Span<int32_t> tree, Span<int32_t> path);
 
   // A paged cache's page table of sequence b: entry i is the page holding its slots [i P, (i + 1) P)
   // (-1: not taken yet). The same number in two sequences is one shared page. Empty when not paged.
@@ -131,7 +133,8 @@ class KVCache {
   Contents read(int64_t b) const;
 
   // Bytes of K/V storage: B x Hkv x capacity x (key row + value row bytes), where a row of n
-  // elements takes 4n (f32), 2n (f16), 36 per block of 32 (q8) or 20 per block (q4). Constant.
+  // elements takes 4n (f32), 2n (f16), 36 per block of 32 (q8) or 20 per block (q4). Constant
+  // for a contiguous cache.
   // A paged cache: the pages it holds (in use or free for reuse) x Hkv x page_size x (both rows).
   int64_t byte_length() const noexcept;
   // The storage, for zero-copy use: K is [B, Hkv, capacity, key row] and V [B, Hkv, capacity, value row],
