@@ -50,7 +50,7 @@ build() {  # build DIR [cmake args...]: configure once, then build
 }
 
 step "native build (Release): kernels sse2, avx2, avx512, avx512vnni with run-time dispatch"
-run build build/native -DCMAKE_BUILD_TYPE=Release
+run build build/native -DCMAKE_BUILD_TYPE=Release -DMASKATTN_BUILD_BENCH=ON
 step "native tests: every dispatch target the CPU has, the README example, the installed package"
 run ctest --test-dir build/native --output-on-failure -j2
 
@@ -76,7 +76,7 @@ step "fuzzing for 2 minutes (scripts/fuzz.sh; findings in build/fuzz/findings/)"
 run bash -c 'if bash scripts/fuzz.sh 120; then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
 
 step "aarch64 cross build (kernels scalar, neon64) with aarch64-linux-gnu-g++"
-run build build/aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake"
+run build build/aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/aarch64-linux-gnu.cmake" -DMASKATTN_BUILD_BENCH=ON
 step "aarch64 tests under qemu-aarch64: the same suite on neon64 and scalar, the installed package"
 run ctest --test-dir build/aarch64 --output-on-failure -j2
 
@@ -86,9 +86,10 @@ for mode in simd scalar simd-relaxed simd-threads; do
   simd=$([ $mode = scalar ] && echo OFF || echo ON)
   relaxed=$([[ $mode == *relaxed* ]] && echo ON || echo OFF)
   threads=$([[ $mode == *threads* ]] && echo ON || echo OFF)
+  bench=$([[ $mode == simd || $mode == simd-relaxed ]] && echo ON || echo OFF)  # the micro-kernel check
   step "WebAssembly build ($mode) with Emscripten"
   run build build/wasm-$mode -DCMAKE_BUILD_TYPE=Release -DMASKATTN_WASM_SIMD=$simd -DMASKATTN_WASM_RELAXED=$relaxed \
-    -DMASKATTN_WASM_THREADS=$threads -DMASKATTN_BUILD_TESTS=ON -DMASKATTN_BUILD_EXAMPLES=ON
+    -DMASKATTN_WASM_THREADS=$threads -DMASKATTN_BUILD_TESTS=ON -DMASKATTN_BUILD_EXAMPLES=ON -DMASKATTN_BUILD_BENCH=$bench
   step "WebAssembly tests ($mode) under Node"
   run ctest --test-dir build/wasm-$mode --output-on-failure
 done

@@ -96,6 +96,21 @@ class PrefillAttention {
 
   static int64_t query_blocks(int64_t Lq) { return (Lq + NB * MR - 1) / (NB * MR); }
   void reserve(Workspace& ws) const { ws.reserve(tiles_, KT, p_.D, dv_pad_, NB * MR, p_.Dv); }
+  int64_t padded_dv() const { return dv_pad_; }
+
+  // The two micro-tiles alone, for bench/microkernel: `reps` passes over the first key tile, all
+  // of it in L1 (ws.qblock [D][MR], ws.kpack [KT / PANEL][D][PANEL] and ws.vpack [Dv_pad / PANEL]
+  // [KT][PANEL] as the caller filled them after reserve()): Q·Kᵀ of MR rows x KT keys into
+  // ws.scores, then P·V of those scores into ws.oacc. No softmax and no masks: these loops bound
+  // the kernel's share of the FMA peak.
+  void microtiles_only(Workspace& ws, int64_t reps, bool qk, bool pv) const {
+    for (int64_t n = 0; n < reps; ++n) {
+      if (qk)
+        for (int c = 0; c < KT / PANEL; ++c)
+          qk_panel<MR>(ws.qblock.data(), ws.kpack.data() + c * p_.D * PANEL, ws.scores.data() + c * PANEL);
+      if (pv) pv_block<MR>(ws.oacc.data(), ws.scores.data(), ws.vpack.data(), KT);
+    }
+  }
 
  private:
   const Problem& p_;
