@@ -1,8 +1,9 @@
 // The whole benchmark in one command: builds what is missing or stale, runs the native benchmark
 // (maskattn_bench: maskattn vs OpenBLAS, Eigen, oneDNN), onnxruntime-node (native ORT, ONNX
 // Attention), the WebAssembly benchmark in Node (maskattn SIMD128 vs onnxruntime-web), the thread
-// scaling of the native build (maskattn_scaling: 1, 2, 4, ... threads up to the cores), prints a
-// summary and draws docs/bench-chart.svg.
+// scaling of the native build (maskattn_scaling: 1, 2, 4, ... threads up to the cores), the
+// micro-tiles alone per ISA (maskattn_microkernel, native and SIMD128 in Node), prints a summary
+// and draws docs/bench-chart.svg.
 //   node bench/run.mjs [--quick] [--no-chart]
 // Results (every figure) go to build/bench/results/*.json.
 import { spawnSync } from 'node:child_process';
@@ -48,7 +49,7 @@ if (!existsSync(join(buildDir, 'build.ninja')) && !existsSync(join(buildDir, 'Ma
   run('cmake', ['-S', '.', '-B', 'build/bench', '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DMASKATTN_BUILD_BENCH=ON', '-DMASKATTN_BUILD_TESTS=OFF'], { build: true });
 const benchExe = join(buildDir, 'bench/maskattn_bench');
 const notes = [];
-if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench', 'maskattn_cache_bench', 'maskattn_scaling'], { build: true, allowFail: true })) {
+if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench', 'maskattn_cache_bench', 'maskattn_scaling', 'maskattn_microkernel'], { build: true, allowFail: true })) {
   if (!existsSync(benchExe)) process.exit(1);
   notes.push('the native build failed: the native benchmark ran the existing, older maskattn_bench');
   console.error(`warning: ${notes.at(-1)}`);
@@ -91,6 +92,28 @@ let scalingOk = true;
 if (existsSync(scalingExe)) {
   step('native thread scaling: 1, 2, 4, ... threads up to the cores (speed-up and efficiency)');
   scalingOk = run(scalingExe, [...(quick ? ['--budget', '0.3'] : []), '--json', join(resultsDir, 'scaling.json')], { allowFail: true });
+}
+
+// The micro-tiles alone against each ISA's peak: natively, then SIMD128 (plain and relaxed) in Node
+// from Emscripten builds of the probe alone (build/wasm-bench-*; the relaxed one needs npm binaryen).
+const microSeconds = quick ? ['--seconds', '0.1', '--d', '64'] : ['--seconds', '0.4'];
+let microOk = true;
+const microExe = join(buildDir, 'bench/maskattn_microkernel');
+if (existsSync(microExe)) {
+  step('native micro-kernels: the prefill micro-tiles alone vs each ISA\'s FMA peak');
+  microOk = run(microExe, microSeconds, { allowFail: true });
+}
+for (const [build, flags, nodeFlags] of [['simd', [], []], ['relaxed', ['-DMASKATTN_WASM_RELAXED=ON'], ['--experimental-wasm-relaxed-simd']]]) {
+  step(`WebAssembly micro-kernels (${build}) in Node`);
+  const dir = `build/wasm-bench-${build}`;
+  const built = (existsSync(join(root, dir, 'build.ninja')) ||
+      run('emcmake', ['cmake', '-S', '.', '-B', dir, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DMASKATTN_BUILD_BENCH=ON', '-DMASKATTN_BUILD_TESTS=OFF', '-DMASKATTN_BUILD_EXAMPLES=OFF', ...flags], { build: true, allowFail: true })) &&
+    run('cmake', ['--build', dir, '-j2', '--target', 'maskattn_microkernel'], { build: true, allowFail: true });
+  if (!built) {
+    notes.push(`the WebAssembly micro-kernel build (${dir}) failed: its figures are missing`);
+    continue;
+  }
+  microOk = run('node', ['--no-experimental-fetch', ...nodeFlags, join(dir, 'bench/maskattn_microkernel.js'), ...microSeconds], { allowFail: true }) && microOk;
 }
 
 let ortNodeOk = false;
@@ -168,4 +191,4 @@ if (!argv.includes('--no-chart') && (results.native || results.wasm)) {
 for (const note of notes) console.log(`\nnote: ${note}`);
 process.stderr.write(`\ndone in ${((Date.now() - started) / 1000).toFixed(0)} s\n`);
 const nodeOk = !haveWasm || ((ortNodeOk || !hasPackage('onnxruntime-node')) && (wasmOk || !hasPackage('onnxruntime-web')));
-process.exit(nativeOk && cacheOk && scalingOk && generationOk && chromiumOk && nodeOk && !notes.length ? 0 : 1);
+process.exit(nativeOk && cacheOk && scalingOk && microOk && generationOk && chromiumOk && nodeOk && !notes.length ? 0 : 1);
