@@ -366,6 +366,13 @@ TEST_P(Generation, PagedEqualsContiguous) {
   for (KVType dtype : {KVType::f32, KVType::f16, KVType::q8, KVType::q4}) {
     for (int64_t page_size : {int64_t(1), int64_t(7), int64_t(64)}) {
       SCOPED_TRACE(std::string(maskattn::kv_type_name(dtype)) + " page_size " + std::to_string(page_size));
+      // Where the decode kernel's P·V runs in integers (SIMD128 over q8/q4 values), each tile's
+      // weights are rounded to 16 bits against the tile's largest; page cuts make other tiles, so
+      // the two caches may differ by both roundings, 2 x (64 / 65534) x max|V̂| with |V̂| <= 1 here
+      // (docs/semantics.md; about 1e-5 measured). Elsewhere the cuts only move the split-K chunks.
+      const bool integer_pv = (dtype == KVType::q8 || dtype == KVType::q4) &&
+                              target().target == maskattn::Target::simd128 && target().kernel != maskattn::Kernel::prefill;
+      const double pv_rounding = integer_pv ? 2 * 64.0 / 65534.0 : 0.0;
       Rng rng("Generation/paged");
       KVCacheConfig cfg;
       cfg.batch = B; cfg.kv_heads = Hkv; cfg.capacity = 700; cfg.head_dim = D; cfg.dtype = dtype;
@@ -386,7 +393,7 @@ TEST_P(Generation, PagedEqualsContiguous) {
         }
         const std::vector<float> q = random(rng, size_t(B * Hq * Lq * D));
         const Options o = target_options(target());
-        EXPECT_LE(max_abs_diff(attend(paged, q, Hq, Lq, o).out, attend(plain, q, Hq, Lq, o).out), 2e-6) << what;
+        EXPECT_LE(max_abs_diff(attend(paged, q, Hq, Lq, o).out, attend(plain, q, Hq, Lq, o).out), 2e-6 + pv_rounding) << what;
       };
       append(600, {600, 250});
       check(1, "prompt");
