@@ -6,8 +6,9 @@
 //
 //   node bench/microkernel/count-instructions.mjs OBJECT [--objdump aarch64-linux-gnu-objdump]
 //
-// x86 (AT&T syntax): fma = vfmadd*, or mulps + addps pairs (SSE2: no FMA); a load is a source
-// operand in memory (also when folded into the fma), a store a memory destination.
+// x86 (AT&T syntax): fma = vfmadd*, or mulps + addps pairs (SSE2: no FMA); a load is any source
+// operand in memory (folded into an fma, or a loop counter kept on the stack), a store a memory
+// destination.
 // AArch64: fma = fmla; loads ldr/ldp/ld1*, stores str/stp/st1*.
 import { execFileSync } from 'node:child_process';
 
