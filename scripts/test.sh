@@ -55,7 +55,10 @@ step "native tests: every dispatch target the CPU has, the README example, the i
 run ctest --test-dir build/native --output-on-failure -j2
 
 step "native build with AddressSanitizer + UndefinedBehaviorSanitizer"
-run build build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMASKATTN_SANITIZE=ON -DMASKATTN_BUILD_EXAMPLES=OFF
+# -g1: line tables only (the sanitizers' stack traces keep file:line); the full -g made this build
+# 27% slower on a 2-core VM (317 s -> 231 s).
+sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+run build build/asan "${sanitizer_flags[@]}" -DMASKATTN_SANITIZE=ON -DMASKATTN_BUILD_EXAMPLES=OFF
 step "sanitizer tests"
 run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j2 -E installed_package_consumer
 
@@ -64,7 +67,7 @@ run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-fail
 # ThreadCount tests). The whole suite takes about 3.5 minutes under TSan on 2 cores; this subset
 # about one minute.
 step "native build with ThreadSanitizer (build/tsan)"
-run build build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMASKATTN_BUILD_EXAMPLES=OFF \
+run build build/tsan "${sanitizer_flags[@]}" -DMASKATTN_BUILD_EXAMPLES=OFF \
   "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread"
 step "ThreadSanitizer tests: concurrent calls, a shared KV cache, 1/2/3/8 threads bitwise"
 run gtest env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/maskattn_tests \
