@@ -115,16 +115,14 @@ int main(int argc, char** argv) {
       const std::string tile = std::to_string(f.mr) + "x" + std::to_string(f.nv) + "x" + std::to_string(f.lanes) +
                                "/" + std::to_string(f.kt);
       auto cell = [&](double g) {
-        static char buf[4][32];
-        static int next = 0;
-        char* b = buf[next++ % 4];
-        std::snprintf(b, 32, "%6.1f (%3.0f%%)", g, 100.0 * g / f.peak_gflops);
-        return b;
+        char b[32];
+        std::snprintf(b, sizeof b, "%6.1f (%3.0f%%)", g, 100.0 * g / f.peak_gflops);
+        return std::string(b);
       };
       const bool ok = f.max_rel_error <= f.error_bound;
       failures += !ok;
       std::printf("%-15s %-12s %4d %10.1f %16s %16s %16s %10.1e%s\n", a.name, tile.c_str(), d, f.peak_gflops,
-                  cell(f.qk_gflops), cell(f.pv_gflops), cell(f.both_gflops), f.max_rel_error, ok ? "" : "  WRONG");
+                  cell(f.qk_gflops).c_str(), cell(f.pv_gflops).c_str(), cell(f.both_gflops).c_str(), f.max_rel_error, ok ? "" : "  WRONG");
     }
   }
   std::printf("tile: MR rows x NV vectors x lanes / KT keys per tile; peak: independent a = a*x + y chains "
