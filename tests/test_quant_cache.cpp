@@ -242,9 +242,8 @@ class QuantCacheTest : public TargetTest {
       const bool quantized_values = cfg.value_dtype == KVType::q8 || cfg.value_dtype == KVType::q4;
       double vmax = 0;
       for (float x : vf) vmax = std::max(vmax, std::fabs(double(x)));
-      // Where P·V runs in integers (SIMD128), weights are rounded to 16 bits: at most
-      // (KT / 65534) max|V̂| with KT = 64 keys per tile (docs/semantics.md).
-      const double pv_rounding = quantized_values ? 64.0 / 65534.0 * vmax : 0.0;
+      // Where P·V runs in integers (SIMD128), weights are rounded to 16 bits.
+      const double pv_rounding = quantized_values ? maskattn_test::integer_pv_rounding(vmax) : 0.0;
       if ((exact || !quantized_keys) && pv_rounding == 0) {
         EXPECT_TRUE(maskattn_test::compare_to_reference("O (sequence " + std::to_string(b) + ")", got, r64.out, r32.out,
                                                         {1, Hq, Lq, Dv}));

@@ -163,6 +163,11 @@ inline maskattn::Options cache_reference_options(maskattn::Options o, int64_t wi
   return o;
 }
 
+// Where the decode kernel's P·V over q8/q4 values runs in integers (SIMD128), each tile's weights
+// are rounded to int16 against the tile's largest: at most (KT / 65534) x max|V̂| per row, with
+// KT = 64 keys per tile (docs/semantics.md).
+inline double integer_pv_rounding(double max_abs_value) { return 64.0 / 65534.0 * max_abs_value; }
+
 // f() must throw an ArgumentError naming `argument` (a TypeError-kind one when type_error).
 inline void expect_argument_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
   try {
