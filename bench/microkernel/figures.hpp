@@ -5,7 +5,7 @@
 #pragma once
 
 struct MicrokernelFigures {
-  int lanes = 0, mr = 0, nv = 0, kt = 0;  // register tile: MR rows x NV vectors of `lanes`; KT keys per tile
+  int lanes = 0, mr = 0, nv = 0, kt = 0;  // register tile: mr keys x nv vectors of `lanes` query rows; KT keys per tile
   double peak_gflops = 0;                 // independent multiply-add chains in registers, no loads
   double qk_gflops = 0, pv_gflops = 0, both_gflops = 0;
   // The tiles' scores and outputs against a float64 product, relative to the sum of the terms'

@@ -4,8 +4,10 @@
 //   maskattn_microkernel [--d 32,64,128] [--seconds S]
 //   maskattn_microkernel --check      (the tests: tiles against float64 at several D, no timing)
 //
-// Q·Kᵀ is MR rows x PANEL keys of accumulators across all of D; P·V is MR rows x PANEL value
-// columns across the tile's KT keys (prefill_kernel.hpp). Both are checked against a float64
+// Rows in lanes (prefill_kernel.hpp): Q·Kᵀ is NK keys x RV vectors of query rows of accumulators
+// across all of D, one broadcast K element per key; P·V adds NK keys' scores times one broadcast V
+// element into RV vectors of output per value column. "both" feeds Q·Kᵀ's scores to P·V in
+// registers, as the kernel does. Both are checked against a float64
 // product before they are timed. The end-to-end kernel's share of the peak (softmax, masks and
 // packing included) is maskattn_bench's "% of FMA peak" column. In WebAssembly (Node) this is
 // built by the Emscripten bench build (README "Benchmarks").
@@ -125,7 +127,7 @@ int main(int argc, char** argv) {
                   cell(f.qk_gflops).c_str(), cell(f.pv_gflops).c_str(), cell(f.both_gflops).c_str(), f.max_rel_error, ok ? "" : "  WRONG");
     }
   }
-  std::printf("tile: MR rows x NV vectors x lanes / KT keys per tile; peak: independent a = a*x + y chains "
+  std::printf("tile: NK keys x RV vectors x lanes (query rows) / KT keys per tile; peak: independent a = a*x + y chains "
               "(fused where the ISA has FMA, else mul + add)\n");
   return failures ? 1 : 0;
 }

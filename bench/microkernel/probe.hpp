@@ -52,36 +52,37 @@ double median_gflops(double flops_per_rep, double seconds, F&& body) {
 template <class Arch>
 MicrokernelFigures measure_microkernel(int d, double seconds) {
   using Prefill = PrefillAttention<Arch>;
-  constexpr int MR = Prefill::MR, KT = Prefill::KT, PANEL = Prefill::PANEL;
-  Problem p;  // one (batch, head) of MR query rows over one tile of KT keys, D = Dv = d
+  constexpr int QR = Prefill::QR, KT = Prefill::KT;
+  Problem p;  // one (batch, head) of QR query rows over one tile of KT keys, D = Dv = d
   p.B = p.Hq = p.Hkv = 1;
-  p.Lq = MR;
+  p.Lq = QR;
   p.Lk = KT;
   p.D = p.Dv = d;
   Prefill kernel(p);
   Workspace ws;
   kernel.reserve(ws);
-  const int64_t dv_pad = kernel.padded_dv();
+  ws.ktiles.resize(size_t(KT) * d);  // the probe's K and V rows (float tensors are read in place)
+  ws.vtiles.resize(size_t(KT) * d);
 
-  // Random Q, K, V in [-1, 1], packed into the kernel's layouts (prefill_kernel.hpp).
+  // Random Q, K, V in [-1, 1], in the kernel's layouts (prefill_kernel.hpp): Q transposed [D][QR],
+  // K and V rows [KT][d]; scores [KT][QR], outputs transposed [d][QR].
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> q(size_t(MR) * d), k(size_t(KT) * d), v(size_t(KT) * d);
+  std::vector<float> q(size_t(QR) * d), k(size_t(KT) * d), v(size_t(KT) * d);
   for (auto* x : {&q, &k, &v})
     for (float& e : *x) e = uniform(rng);
-  for (int r = 0; r < MR; ++r)
-    for (int c = 0; c < d; ++c) ws.qblock[size_t(c) * MR + r] = q[size_t(r) * d + c];
-  for (int j = 0; j < KT; ++j)
-    for (int c = 0; c < d; ++c) {
-      ws.kpack[size_t(j / PANEL) * d * PANEL + size_t(c) * PANEL + j % PANEL] = k[size_t(j) * d + c];
-      ws.vpack[size_t(c / PANEL) * KT * PANEL + size_t(j) * PANEL + c % PANEL] = v[size_t(j) * d + c];
-    }
+  for (int r = 0; r < QR; ++r)
+    for (int c = 0; c < d; ++c) ws.qblock[size_t(c) * QR + r] = q[size_t(r) * d + c];
+  std::copy(k.begin(), k.end(), ws.ktiles.begin());
+  std::copy(v.begin(), v.end(), ws.vtiles.begin());
 
-  // One pass checked against float64 first: figures of a wrong loop are worth nothing.
+  // Q·Kᵀ then P·V of its stored scores, checked against float64 first: figures of a wrong loop are
+  // worth nothing.
   std::fill(ws.oacc.begin(), ws.oacc.end(), 0.0f);
-  kernel.microtiles_only(ws, 1, true, true);
+  kernel.microtiles_only(ws, 1, true, false);
+  kernel.microtiles_only(ws, 1, false, true);
   MicrokernelFigures f;
-  for (int r = 0; r < MR; ++r) {
+  for (int r = 0; r < QR; ++r) {
     std::vector<double> s(KT);
     for (int j = 0; j < KT; ++j) {
       double scale = 0;
@@ -89,7 +90,7 @@ MicrokernelFigures measure_microkernel(int d, double seconds) {
         s[size_t(j)] += double(q[size_t(r) * d + c]) * k[size_t(j) * d + c];
         scale += std::abs(double(q[size_t(r) * d + c]) * k[size_t(j) * d + c]);
       }
-      f.max_rel_error = std::max(f.max_rel_error, std::abs(ws.scores[size_t(r) * KT + j] - s[size_t(j)]) / std::max(scale, 1e-30));
+      f.max_rel_error = std::max(f.max_rel_error, std::abs(ws.scores[size_t(j) * QR + r] - s[size_t(j)]) / std::max(scale, 1e-30));
     }
     for (int c = 0; c < d; ++c) {
       double o = 0, scale = 0;
@@ -97,7 +98,7 @@ MicrokernelFigures measure_microkernel(int d, double seconds) {
         o += s[size_t(j)] * v[size_t(j) * d + c];
         scale += std::abs(s[size_t(j)] * v[size_t(j) * d + c]);
       }
-      f.max_rel_error = std::max(f.max_rel_error, std::abs(ws.oacc[size_t(r) * dv_pad + c] - o) / std::max(scale, 1e-30));
+      f.max_rel_error = std::max(f.max_rel_error, std::abs(ws.oacc[size_t(c) * QR + r] - o) / std::max(scale, 1e-30));
     }
   }
 
@@ -106,14 +107,14 @@ MicrokernelFigures measure_microkernel(int d, double seconds) {
   f.error_bound = double(d + KT) * std::ldexp(1.0, -24);
   f.lanes = Simd<Arch>::W;
   if (seconds <= 0) return f;  // the check alone
-  f.mr = MR;
-  f.nv = Prefill::NV;
+  f.mr = Prefill::NK;
+  f.nv = Prefill::RV;
   f.kt = KT;
   volatile float sink = 0;
   const double chain_flops = 2.0 * Simd<Arch>::W;
   f.peak_gflops = std::max(median_gflops(8 * chain_flops, seconds, [&](int64_t n) { sink = multiply_add_chains<Arch, 8>(n, sink); }),
                            median_gflops(12 * chain_flops, seconds, [&](int64_t n) { sink = multiply_add_chains<Arch, 12>(n, sink); }));
-  const double qk_flops = 2.0 * MR * KT * d, pv_flops = 2.0 * MR * KT * double(dv_pad);
+  const double qk_flops = 2.0 * QR * KT * d, pv_flops = 2.0 * QR * KT * d;
   f.qk_gflops = median_gflops(qk_flops, seconds, [&](int64_t n) { kernel.microtiles_only(ws, n, true, false); });
   std::fill(ws.oacc.begin(), ws.oacc.end(), 0.0f);
   f.pv_gflops = median_gflops(pv_flops, seconds, [&](int64_t n) { kernel.microtiles_only(ws, n, false, true); });

@@ -1,5 +1,7 @@
 #include "kernel/workspace.hpp"
 
+#include <algorithm>
+
 namespace maskattn::detail {
 namespace {
 template <class T>
@@ -8,19 +10,29 @@ void grow(std::vector<T>& v, int64_t n) {
 }
 }  // namespace
 
-void Workspace::reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, int64_t mr, int64_t dv) {
-  grow(kpack, tiles * kt * d);
-  grow(vpack, tiles * kt * dv_pad);
-  grow(packed, tiles);
+void Workspace::reserve(int64_t kt, int64_t dv_pad, int64_t rows, int64_t dv) {
+  grow(scores, rows * kt);
+  grow(oacc, rows * dv_pad);
+  grow(valid, rows * kt);
+  grow(bias_tile, rows * kt);
+  grow(mean_v, dv);
+}
+
+void Workspace::reserve_prefill(int64_t tiles, int64_t kt, int64_t convert_d, int64_t convert_dv, int64_t d,
+                                int64_t dv, int64_t nb, int64_t qr, int64_t nk) {
+  grow(ktiles, tiles * kt * convert_d);
+  grow(vtiles, tiles * kt * convert_dv);
+  grow(tile_flags, tiles);
   grow(seg_min, tiles);
   grow(seg_max, tiles);
-  grow(qblock, mr * d);
-  grow(scores, mr * kt);
-  grow(oacc, mr * dv_pad);
-  grow(valid, mr * kt);
-  grow(bias_tile, mr * kt);
+  grow(qblock, nb * qr * d);
+  grow(row_state, nb * 3 * qr);
+  grow(edge_rows, nk * (d + dv));
+  grow(oacc, nb * qr * dv);
+  grow(valid, kt * qr);
+  grow(bias_tile, kt * qr);
+  grow(scores, 2 * qr * std::max(kt, dv));
   grow(mean_v, dv);
-  grow(row_scratch, d + dv);
 }
 
 void Workspace::reserve_query_blocks(int64_t bytes) { grow(query_blocks, bytes); }

@@ -83,7 +83,7 @@ class DecodeAttention {
   // Scratch: scores, element masks and bias of kMaxRows x KT, and kMaxRows output rows (oacc);
   // with quantized keys, the quantized query rows.
   void reserve(Workspace& ws) const {
-    ws.reserve(0, KT, 0, dv_pad_, kMaxRows, p_.Dv);
+    ws.reserve(KT, dv_pad_, kMaxRows, p_.Dv);
     if (is_quantized(p_.k_type)) ws.reserve_query_blocks(query_scratch_bytes());
   }
 

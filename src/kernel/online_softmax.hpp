@@ -124,54 +124,14 @@ inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean
   }
 }
 
-// Writes the final result of query row i of (b, h): the output row, its lse, and (if asked) turns
-// the weights row, which holds the row's logits (-inf where masked), into probabilities.
-// `mean_v` is called only for a fully masked row under the `uniform` policy.
-template <class Arch, class MeanV>
-void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const SoftmaxRow& st,
-                      const float* o, float* w, MeanV&& mean_v) {
-  using S = Simd<Arch>;
-  using V = typename S::V;
-  constexpr int W = S::W;
-  float* out = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
-  float* lse = p.lse ? p.lse + (b * p.Hq + h) * p.Lq + i : nullptr;
+// The final scale of a row that attended some key: out = o * o_mul, lse = m + ln l, weights
+// e^(s - m) / l. A sink adds e^(sink - m) to the denominator, as one more key with value 0 (the
+// max moves to the sink when it is larger, rescaling o). A NaN row stays NaN.
+struct RowScale {
+  float m, l, o_mul;
+};
+inline RowScale row_scale(const Problem& p, int64_t h, const SoftmaxRow& st) {
   const float sink = p.sinks ? p.sinks[h] : kNegInf;
-  if (!st.has_key && sink != kNegInf) {  // only the sink: it takes all the weight, whatever the policy
-    if (lse) *lse = sink;
-    std::fill(out, out + p.Dv, 0.0f);
-    if (w) std::fill(w, w + p.Lk, 0.0f);
-    return;
-  }
-  if (!st.has_key) {  // fully masked: the policy decides
-    if (lse) *lse = kNegInf;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    switch (p.policy) {
-      case FullyMasked::zero:
-        std::fill(out, out + p.Dv, 0.0f);
-        if (w) std::fill(w, w + p.Lk, 0.0f);
-        break;
-      case FullyMasked::nan:
-        std::fill(out, out + p.Dv, nan);
-        if (w) std::fill(w, w + p.Lk, nan);
-        break;
-      case FullyMasked::uniform: {
-        const float* mean = mean_v();
-        std::copy(mean, mean + p.Dv, out);
-        if (w) {
-          const KeyRange keys = uniform_keys(p, b);
-          std::fill(w, w + p.Lk, 0.0f);
-          if (keys.size() > 0) {
-            std::fill(w, w + keys.lead, 1.0f / float(keys.size()));
-            std::fill(w + keys.first, w + keys.end, 1.0f / float(keys.size()));
-          }
-        }
-        break;
-      }
-    }
-    return;
-  }
-  // A sink adds e^(sink - m) to the denominator, as one more key with value 0 (the max moves to the
-  // sink when it is larger, rescaling o). A NaN row stays NaN.
   float m = st.m, l = st.l, o_scale = 1.0f;
   if (sink != kNegInf && m == m) {
     if (sink > m) {
@@ -182,20 +142,79 @@ void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const S
       l += Simd<ScalarArch>::exp2((sink - m) * kLog2e);
     }
   }
-  const float inv_l = 1.0f / l, o_mul = o_scale / l;
-  for (int64_t c = 0; c < p.Dv; ++c) out[c] = o[c] * o_mul;
-  if (lse) *lse = m + std::log(l);
-  if (w) {
-    // Masked pairs (logit -inf) are exactly 0, also in a row whose max is NaN.
-    const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
-    int64_t j = 0;
-    for (; j + W <= p.Lk; j += W) {
-      const V x = S::load(w + j);
-      S::store(w + j, S::select(x == ninf, S::splat(0.0f), S::exp2((x - mv) * log2e) * scale));
-    }
-    for (; j < p.Lk; ++j)
-      w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
+  return {m, l, o_scale / l};
+}
+
+// Turns a weights row of logits (-inf where masked) into probabilities e^(s - m) / l. Masked pairs
+// (logit -inf) are exactly 0, also in a row whose max is NaN.
+template <class Arch>
+void finish_weights_row(float* w, int64_t n, float m, float l) {
+  using S = Simd<Arch>;
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const float inv_l = 1.0f / l;
+  const V mv = S::splat(m), log2e = S::splat(kLog2e), scale = S::splat(inv_l), ninf = S::splat(kNegInf);
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    const V x = S::load(w + j);
+    S::store(w + j, S::select(x == ninf, S::splat(0.0f), S::exp2((x - mv) * log2e) * scale));
   }
+  for (; j < n; ++j) w[j] = w[j] == kNegInf ? 0.0f : Simd<ScalarArch>::exp2((w[j] - m) * kLog2e) * inv_l;
+}
+
+// Writes the final result of query row i of (b, h) when it attended nothing: the output row, its
+// lse, and (if asked) its weights row, as the sink or the fully-masked policy decides. `mean_v` is
+// called only under the `uniform` policy.
+template <class MeanV>
+void write_unattended_row(const Problem& p, int64_t b, int64_t h, int64_t i, float* w, MeanV&& mean_v) {
+  float* out = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
+  float* lse = p.lse ? p.lse + (b * p.Hq + h) * p.Lq + i : nullptr;
+  const float sink = p.sinks ? p.sinks[h] : kNegInf;
+  if (sink != kNegInf) {  // only the sink: it takes all the weight, whatever the policy
+    if (lse) *lse = sink;
+    std::fill(out, out + p.Dv, 0.0f);
+    if (w) std::fill(w, w + p.Lk, 0.0f);
+    return;
+  }
+  if (lse) *lse = kNegInf;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  switch (p.policy) {
+    case FullyMasked::zero:
+      std::fill(out, out + p.Dv, 0.0f);
+      if (w) std::fill(w, w + p.Lk, 0.0f);
+      break;
+    case FullyMasked::nan:
+      std::fill(out, out + p.Dv, nan);
+      if (w) std::fill(w, w + p.Lk, nan);
+      break;
+    case FullyMasked::uniform: {
+      const float* mean = mean_v();
+      std::copy(mean, mean + p.Dv, out);
+      if (w) {
+        const KeyRange keys = uniform_keys(p, b);
+        std::fill(w, w + p.Lk, 0.0f);
+        if (keys.size() > 0) {
+          std::fill(w, w + keys.lead, 1.0f / float(keys.size()));
+          std::fill(w + keys.first, w + keys.end, 1.0f / float(keys.size()));
+        }
+      }
+      break;
+    }
+  }
+}
+
+// Writes the final result of query row i of (b, h): the output row, its lse, and (if asked) turns
+// the weights row, which holds the row's logits (-inf where masked), into probabilities.
+// `mean_v` is called only for a fully masked row under the `uniform` policy.
+template <class Arch, class MeanV>
+void write_row_result(const Problem& p, int64_t b, int64_t h, int64_t i, const SoftmaxRow& st,
+                      const float* o, float* w, MeanV&& mean_v) {
+  if (!st.has_key) return write_unattended_row(p, b, h, i, w, mean_v);
+  const RowScale rs = row_scale(p, h, st);
+  float* out = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
+  for (int64_t c = 0; c < p.Dv; ++c) out[c] = o[c] * rs.o_mul;
+  if (p.lse) p.lse[(b * p.Hq + h) * p.Lq + i] = rs.m + std::log(rs.l);
+  if (w) finish_weights_row<Arch>(w, p.Lk, rs.m, rs.l);
 }
 
 }  // namespace MASKATTN_KERNEL_NS

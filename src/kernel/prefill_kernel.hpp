@@ -2,20 +2,27 @@
 // (kernel/simd.hpp) and instantiated per architecture by the small files in dispatch/. The decode
 // kernel (few rows, long keys) is beside it in decode_kernel.hpp; kernel/run.hpp picks one.
 //
-// Work is cut into blocks of MR query rows x KT keys ("tiles"); NB blocks form a super-block that
-// walks the key tiles together, so each packed tile is reused from cache. For each (b, kv head)
-// K and V are packed once, lazily, tile by tile (tiles no query may attend are never read): K
-// transposed into panels [d][PANEL] for the register-blocked Q·Kᵀ micro-tile, V panel-major
-// [Dv / PANEL][KT][PANEL] for the P·V micro-tile. Each block walks only the key tiles its rows'
-// intervals reach, and classifies each:
+// Rows in lanes. A block is QR = RV x W query rows of one (batch, kv head): the rows of the
+// group's query heads stacked (GQA), so every row of a block reads the same K and V. A block walks
+// its keys NK at a time (a "group"): Q·Kᵀ leaves NK x RV vectors of scores in registers, lane r of
+// vector (j, v) holding row v*W + r's score with key j, and they stay there through the logits, the
+// masks, the softmax and P·V. So a row's max and sum are vertical operations on vectors, never
+// horizontal reductions, and the exponentials of one group run between the matrix work of its
+// neighbours (FlashAttention's overlap, left to the out-of-order core). Q·Kᵀ broadcasts K elements
+// and P·V broadcasts V elements, so float K and V are read in place, never packed; KV caches of
+// other dtypes are converted to float rows once per (batch, kv head). The output accumulates
+// transposed, Oᵀ[Dv][QR], and is turned back into rows once per block.
+//
+// NB blocks form a super-block that walks the key tiles (KT keys) together, so each tile's K and V
+// are reused from L1/L2. Each (block, tile) pair is classified:
 //   skip   - every pair masked: nothing computed, K/V not touched;
-//   full   - every pair allowed: no per-element mask work, register-blocked P·V;
-//   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element; P·V is
-//            register-blocked when the tile's V is finite (masked weights are exactly 0), else
-//            row by row over each row's allowed keys only, so masked NaN/inf V never meets a weight.
-// Softmax is online (kernel/online_softmax.hpp, shared with the decode kernel); the logits pass and
-// the element-wise masks are kernel/logits.hpp. Whether a row is fully masked comes from the masks
-// (has_key), never from scores.
+//   full   - every pair allowed: no per-element mask work;
+//   mixed  - an interval edge or an element-wise rule cuts it: masks applied per element (rows'
+//            key intervals as lane-wise compares; element-wise rules from a transposed tile).
+// Rescaling is lazy (as in FlashAttention-4): a row's reference max m moves only when a score
+// exceeds it by more than kRescaleAbove, so the accumulated output is rarely rescaled; weights
+// e^(s - m) then stay below e^5.5 ~ 245, exact enough in float, and O / l is unchanged. Whether a
+// row is fully masked comes from the masks (has_key), never from scores.
 #pragma once
 
 #include "kernel/arch_namespace.hpp"
@@ -39,14 +46,13 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-
-// Calls f(first, integral_constant<NC>) over `count` items in chunks of NC, then 1 at a time.
-template <int NC, class F>
-inline void for_vector_chunks(int count, F&& f) {
-  int c = 0;
-  for (; c + NC <= count; c += NC) f(c, std::integral_constant<int, NC>{});
-  for (; c < count; ++c) f(c, std::integral_constant<int, 1>{});
-}
+// The micro-tiles are inlined natively (their scores must stay in registers across the softmax);
+// in WebAssembly too, for the same reason.
+#if defined(__GNUC__)
+#define MASKATTN_MICROTILE __attribute__((always_inline)) inline
+#else
+#define MASKATTN_MICROTILE inline
+#endif
 
 template <class Arch>
 class PrefillAttention {
@@ -56,85 +62,96 @@ class PrefillAttention {
   static constexpr int W = S::W;
 
  public:
-  // Register blocking: MR query rows x NV vectors of accumulators fill about 3/4 of the register
-  // file, leaving room for the NV operand loads and a broadcast. Measured choices:
-  //   x86 (16 registers, 32 for AVX-512): 6 x 2 (12 x 2), 64-key tiles.
-  //   WebAssembly (12 usable: V8 keeps an XMM register and mul+add needs a temporary): 2 x 4 with
-  //   128-key tiles; in Node 20, 3x2, 4x2, 3x3, 2x3, 1x8 and 64-key tiles were 4-40% slower.
-  //   Scalar: 4 x 4.
-  //   AArch64 NEON (32 registers, 4 lanes): 8 x 2. 12 x 2 fits on paper (24 + 2 loads + 1), but
-  //   g++ 12 then keeps the broadcasts of fmla-by-element in vector registers too and stores all
-  //   24 accumulators to the stack on every step of the Q·Kᵀ loop (12 stp per 24 fmla) and spills
-  //   in P·V; 16 accumulators compile clean (objdump). Not yet measured on ARM hardware.
-  static constexpr bool kWasmTuning = S::kRegisters < 16;
+  // Register blocking: NK x RV score vectors, plus RV query (or output) vectors and one broadcast.
+  //   AVX-512 (32 registers): 8 keys x 2 vectors of 16 rows (16 accumulators, 32 rows a block).
+  //   AVX2 (16): 4 keys x 3 vectors of 8 rows (12 accumulators).
+  //   SSE2 and WebAssembly (16 XMM, no FMA: mul + add needs a temporary; V8 keeps one as scratch):
+  //   4 keys x 2 vectors of 4 rows. AArch64 NEON (32): 8 keys x 2 vectors. Scalar: 4 x 4.
   static constexpr bool kNeonTuning = S::kRegisters >= 32 && W == 4;
-  static constexpr int MR = kNeonTuning ? 8 : S::kRegisters >= 32 ? 12 : W == 1 ? 4 : kWasmTuning ? 2 : 6;
-  static constexpr int NV = W == 1 ? 4 : kWasmTuning ? 4 : 2;
-  static constexpr int PANEL = NV * W;            // keys per packed K panel
-  static constexpr int KT = kWasmTuning ? 128 : 64;  // keys per tile
-  // Register blocks per query super-block: each packed K/V tile is used by NB * MR rows while it
-  // is in L1/L2, instead of streaming all of K and V from L3 for every MR rows.
-  static constexpr int NB = 4;
-  static_assert(KT % PANEL == 0, "a key tile holds whole panels");
-  // ws.packed[t]: 0 = not packed yet for this (b, kv head), else packed, and whether V is finite.
-  static constexpr uint8_t kPacked = 1, kPackedFinite = 2;
+  static constexpr int RV = W == 1 ? 4 : W == 8 ? 3 : 2;
+  static constexpr int NK = (W == 16 || kNeonTuning) ? 8 : 4;
+  static constexpr int QR = RV * W;  // query rows per block
+  static constexpr int KT = 64;      // keys per tile: classification and dtype conversion
+  static constexpr int NB = 128 / QR > 0 ? 128 / QR : 1;  // blocks per super-block (about 128 rows)
+  static_assert(KT % NK == 0, "a key tile holds whole groups");
+  static_assert(QR % 4 == 0, "blocks transpose 4 rows at a time");
+  // A row's reference max moves when a score exceeds it by more than this (e^5.5 ~ 245).
+  static constexpr float kRescaleAbove = 5.5f;
+  // ws.tile_flags[t], per (b, kv head): K/V rows converted to float; V's finiteness known; finite.
+  static constexpr uint8_t kConverted = 1, kFiniteKnown = 2, kFinite = 4;
 
   explicit PrefillAttention(const Problem& p) : p_(p), logits_(p) {
-    // Value rows padded to whole NV-vector panels: the P·V micro-tile needs no tail case.
-    dv_vectors_ = int((p.Dv + PANEL - 1) / PANEL) * NV;
-    dv_pad_ = int64_t(dv_vectors_) * W;
     tiles_ = (p.Lk + KT - 1) / KT;
     elementwise_ = p.has_elementwise_rules();
+    k_direct_ = p.k_type == KVType::f32;
+    v_direct_ = p.v_type == KVType::f32;
   }
 
-  // Runs query super-blocks [block_begin, block_end) of every query head of kv head `hkv`, batch `b`.
+  // Rows of one (batch, kv head): the group's query heads stacked, row f = (h - hkv * group) * Lq + i.
+  int64_t rows() const { return p_.group * p_.Lq; }
+  static int64_t query_blocks(int64_t rows) { return (rows + NB * QR - 1) / (NB * QR); }
+
+  // Runs super-blocks [block_begin, block_end) of the rows of kv head `hkv`, batch `b`.
   void run(Workspace& ws, int64_t b, int64_t hkv, int64_t block_begin, int64_t block_end) {
     prepare(ws, b, hkv);
-    for (int64_t h = hkv * p_.group; h < (hkv + 1) * p_.group; ++h)
-      for (int64_t blk = block_begin; blk < block_end; ++blk) query_superblock(ws, b, h, blk * NB * MR);
+    for (int64_t blk = block_begin; blk < block_end; ++blk) superblock(ws, b, hkv, blk * NB * QR);
   }
 
-  static int64_t query_blocks(int64_t Lq) { return (Lq + NB * MR - 1) / (NB * MR); }
-  void reserve(Workspace& ws) const { ws.reserve(tiles_, KT, p_.D, dv_pad_, NB * MR, p_.Dv); }
-  int64_t padded_dv() const { return dv_pad_; }
+  void reserve(Workspace& ws) const {
+    const bool convert = !k_direct_ || !v_direct_;
+    ws.reserve_prefill(tiles_, KT, convert ? p_.D : 0, convert ? p_.Dv : 0, p_.D, p_.Dv, NB, QR, NK);
+  }
 
-  // The two micro-tiles alone, for bench/microkernel: `reps` passes over the first key tile, all
-  // of it in L1 (ws.qblock [D][MR], ws.kpack [KT / PANEL][D][PANEL] and ws.vpack [Dv_pad / PANEL]
-  // [KT][PANEL] as the caller filled them after reserve()): Q·Kᵀ of MR rows x KT keys into
-  // ws.scores, then P·V of those scores into ws.oacc. No softmax and no masks: these loops bound
-  // the kernel's share of the FMA peak.
+  // The micro-tiles alone, for bench/microkernel: `reps` passes over one key tile in L1 (ws.qblock
+  // [D][QR], K rows ws.ktiles [KT][D], V rows ws.vtiles [KT][Dv], as the caller filled them after
+  // reserve()). qk: Q·Kᵀ of QR rows x KT keys, group by group; without pv its scores are stored to
+  // ws.scores [KT][QR] (with pv they stay in registers and feed P·V at once). pv alone: P·V of the
+  // scores in ws.scores into ws.oacc [Dv][QR]. No softmax and no masks: these loops bound the
+  // kernel's share of the FMA peak.
   void microtiles_only(Workspace& ws, int64_t reps, bool qk, bool pv) const {
-    for (int64_t n = 0; n < reps; ++n) {
-      if (qk)
-        for (int c = 0; c < KT / PANEL; ++c)
-          qk_panel<MR>(ws.qblock.data(), ws.kpack.data() + c * p_.D * PANEL, ws.scores.data() + c * PANEL);
-      if (pv) pv_block<MR>(ws.oacc.data(), ws.scores.data(), ws.vpack.data(), KT);
-    }
+    const float* k = ws.ktiles.data();
+    const float* v = ws.vtiles.data();
+    for (int64_t n = 0; n < reps; ++n)
+      for (int g = 0; g < KT / NK; ++g) {
+        V acc[NK][RV];
+        float* s = ws.scores.data() + g * NK * QR;
+        if (qk) qk_group<RV>(ws.qblock.data(), k + g * NK * p_.D, p_.D, acc);
+        else
+          for (int j = 0; j < NK; ++j)
+            for (int r = 0; r < RV; ++r) acc[j][r] = S::load(s + j * QR + r * W);
+        if (pv) pv_group<RV>(ws.oacc.data(), v + g * NK * p_.Dv, p_.Dv, acc);
+        else
+          for (int j = 0; j < NK; ++j)
+            for (int r = 0; r < RV; ++r) S::store(s + j * QR + r * W, acc[j][r]);
+      }
   }
 
  private:
   const Problem& p_;
   Logits<Arch> logits_;
-  int dv_vectors_ = 0;
-  int64_t dv_pad_ = 0;
   int64_t tiles_ = 0;
   bool elementwise_ = false;
+  bool k_direct_ = true, v_direct_ = true;  // rows read in place (float), else converted per tile
 
-  // Per-block row state.
-  struct Rows {
-    RowKeys keys[MR];
-    bool active[MR];   // a real row (i < Lq) with at least one key allowed by the intervals
-    SoftmaxRow state[MR];  // running max, sum, has_key (see kernel/online_softmax.hpp)
-    int64_t i0 = 0;
-    int n_active = 0;
-    int n_rows = 0;  // real rows (i < Lq): the micro-tiles compute only row_tier(n_rows) rows
-    int64_t key_end = 0;  // no active row attends a key at or past it: columns beyond are not computed
+  // One block of QR rows: who they are and which keys they may attend, lane by lane.
+  struct Block {
+    int64_t f0 = 0;          // first row (stacked index) of the block
+    int n_rows = 0;          // real rows (f < rows()); the rest are padding lanes
+    int n_active = 0;        // rows that may attend some key by their intervals
+    int64_t first = 0, last = 0;  // smallest interval holding every active row's keys
+    bool o_zero = true;      // nothing accumulated yet: the first rescale has nothing to scale
+    RowKeys keys[QR];
+    int64_t h[QR], i[QR];
+    bool active[QR];
+    // Lane vectors: the key intervals as float positions (exact below 2^24), 1/0 for active rows,
+    // and ALiBi's d(i) and -slope.
+    alignas(64) float lo[QR], hi[QR], pe[QR], act[QR], diag[QR], neg_slope[QR];
   };
 
-  // ---------------------------------------------------------------- packing (per b, kv head)
+  // ---------------------------------------------------------------- per (b, kv head)
 
   void prepare(Workspace& ws, int64_t b, int64_t hkv) {
-    std::fill(ws.packed.begin(), ws.packed.begin() + tiles_, uint8_t(0));
+    std::fill(ws.tile_flags.begin(), ws.tile_flags.begin() + tiles_, uint8_t(0));
     ws.b = b;
     ws.hkv = hkv;
     ws.mean_v_ready = false;
@@ -150,217 +167,209 @@ class PrefillAttention {
     }
   }
 
-  // Keys of tile t actually computed for rows that attend no key at or past key_end: whole panels
-  // up to the last such key (the last tile of a short sequence is narrower than KT: a 16-key
-  // problem must not pay for a 128-key tile, nor a 16-token sentence padded to 128 for 64 keys).
-  int tile_width(int64_t t, int64_t key_end) const {
-    const int64_t n = std::min<int64_t>({KT, p_.Lk - t * KT, std::max<int64_t>(0, key_end - t * KT)});
-    return int((n + PANEL - 1) / PANEL) * PANEL;
-  }
-
-  void pack_tile(Workspace& ws, int64_t t) {
-    if (p_.k && p_.v) {  // plain float tensors: the common case, no per-row dispatch
-      const float* k = p_.k + ws.b * p_.ks.b + ws.hkv * p_.ks.h;
-      const float* v = p_.v + ws.b * p_.vs.b + ws.hkv * p_.vs.h;
-      pack_rows(ws, t, [&](int64_t j) { return k + p_.key_slot(j) * p_.ks.l; },
-                [&](int64_t j) { return v + p_.key_slot(j) * p_.vs.l; }, true);
-      return;
+  // Converts tile t's K and/or V rows (a KV cache of another dtype: float16, q8, q4; keys
+  // unrotated) into float rows [KT][D] / [KT][Dv], zero past the sequence's key length.
+  void convert_tile(Workspace& ws, int64_t t) {
+    const int64_t j0 = t * KT;
+    const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
+    if (!k_direct_) {
+      float* kt = ws.ktiles.data() + t * KT * p_.D;
+      for (int64_t j = 0; j < n; ++j)
+        row_to_float(p_.k_type, p_.key_row(ws.b, ws.hkv, j0 + j), p_.D, p_.keys_rotated, kt + j * p_.D);
+      std::fill(kt + n * p_.D, kt + KT * p_.D, 0.0f);
     }
-    // A KV cache (paged, or of another dtype: float16, q8, q4): float rows are read in place, other
-    // rows converted to float once (dequantized, keys unrotated) into scratch, then packed.
-    float* kr = ws.row_scratch.data();  // D + Dv floats (Workspace::reserve)
-    float* vr = kr + p_.D;
-    const bool k_float = p_.k_type == KVType::f32, v_float = p_.v_type == KVType::f32;
-    pack_rows(ws, t,
-              [&](int64_t j) -> const float* {
-                const void* row = p_.key_row(ws.b, ws.hkv, j);
-                if (k_float) return static_cast<const float*>(row);
-                row_to_float(p_.k_type, row, p_.D, p_.keys_rotated, kr);
-                return kr;
-              },
-              [&](int64_t j) -> const float* {
-                const void* row = p_.value_row(ws.b, ws.hkv, j);
-                if (v_float) return static_cast<const float*>(row);
-                row_to_float(p_.v_type, row, p_.Dv, false, vr);
-                return vr;
-              },
-              k_float);
+    if (!v_direct_) {
+      float* vt = ws.vtiles.data() + t * KT * p_.Dv;
+      for (int64_t j = 0; j < n; ++j) row_to_float(p_.v_type, p_.value_row(ws.b, ws.hkv, j0 + j), p_.Dv, false, vt + j * p_.Dv);
+      std::fill(vt + n * p_.Dv, vt + KT * p_.Dv, 0.0f);
+    }
+    ws.tile_flags[t] |= kConverted;
   }
 
-  // key_row(j) / value_row(j): key j's K / V row as floats (key j's row is slot key_slot(j): a ring).
-  // direct_keys: key_row returns pointers into K that stay valid (not one reused scratch row), so
-  // four keys at a time are transposed with vector shuffles.
-  template <class KeyRow, class ValueRow>
-  void pack_rows(Workspace& ws, int64_t t, KeyRow&& key_row, ValueRow&& value_row, bool direct_keys) {
-    // No row of batch b attends a key at or past its key length: those are neither read nor packed.
-    const int64_t klen = p_.key_length(ws.b);
-    const int64_t j0 = t * KT, n = std::max<int64_t>(0, std::min<int64_t>(KT, klen - j0));
-    const int kt = tile_width(t, klen);
-    const int64_t D = p_.D;
-    float* kp = ws.kpack.data() + t * KT * D;  // [KT / PANEL][D][PANEL]
-    int64_t jj = 0;
-    // Not in the WebAssembly tuning: there (Node 20, V8) this loop made the wasm function that
-    // runs the key tiles (key_tile, CPU profile) about 2x slower, though it is not part of it: #1
-    // 1.27 -> 1.79 ms in a same-process A/B, as were the row tiers (with_row_tier). Not understood;
-    // the strided stores stay there.
-    if (!kWasmTuning && direct_keys && D >= 4) {  // whole groups of 4 real keys (PANEL is a multiple of 4)
-      for (; jj + 4 <= n; jj += 4) {
-        const float* src[4] = {key_row(j0 + jj), key_row(j0 + jj + 1), key_row(j0 + jj + 2), key_row(j0 + jj + 3)};
-        float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
-        int64_t d = 0;
-        for (; d + 4 <= D; d += 4) {
-          transpose4x4(src, dst + d * PANEL, PANEL);
-          for (auto& r : src) r += 4;
+  // Whether tile t's V rows (below the key length) hold only finite values: x - x is 0 for finite
+  // x and NaN for NaN and inf, so one vector sum tells. Asked only by mixed tiles, once per tile.
+  bool v_finite(Workspace& ws, int64_t t) {
+    uint8_t& flags = ws.tile_flags[t];
+    if (!(flags & kFiniteKnown)) {
+      const int64_t j0 = t * KT;
+      const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
+      V acc = S::splat(0.0f);
+      float tail = 0.0f;
+      for (int64_t j = 0; j < n; ++j) {
+        const float* row = value_row(ws, t, j0 + j);
+        int64_t c = 0;
+        for (; c + W <= p_.Dv; c += W) {
+          const V y = S::load(row + c);
+          acc = acc + (y - y);
         }
-        for (int i = 0; i < 4; ++i)
-          for (int64_t e = 0; d + e < D; ++e) dst[(d + e) * PANEL + i] = src[i][e];
+        for (; c < p_.Dv; ++c) tail += row[c] - row[c];
       }
+      flags |= kFiniteKnown | ((S::hsum(acc) + tail == 0.0f) ? kFinite : 0);
     }
-    for (; jj < kt; ++jj) {
-      float* dst = kp + (jj / PANEL) * D * PANEL + jj % PANEL;
-      if (jj < n) {
-        const float* src = key_row(j0 + jj);
-        for (int64_t d = 0; d < D; ++d) dst[d * PANEL] = src[d];
-      } else {
-        for (int64_t d = 0; d < D; ++d) dst[d * PANEL] = 0.0f;
-      }
-    }
-    // V panel-major, [dv_pad / PANEL][KT][PANEL], so each P·V chunk streams contiguous memory.
-    float* vp = ws.vpack.data() + t * KT * dv_pad_;
-    for (int64_t jj = 0; jj < kt; ++jj) {  // each source row read once, in order
-      if (jj >= n) {  // keys past Lk: zero rows
-        for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL)
-          std::fill_n(vp + (c0 / PANEL) * KT * PANEL + jj * PANEL, PANEL, 0.0f);
-        continue;
-      }
-      const float* src = value_row(j0 + jj);
-      for (int64_t c0 = 0; c0 < dv_pad_; c0 += PANEL) {
-        const int64_t width = std::max<int64_t>(0, std::min<int64_t>(PANEL, p_.Dv - c0));
-        float* dst = vp + (c0 / PANEL) * KT * PANEL + jj * PANEL;
-        for (int64_t c = 0; c < width; ++c) dst[c] = src[c0 + c];
-        for (int64_t c = width; c < PANEL; ++c) dst[c] = 0.0f;
-      }
-    }
-    ws.packed[t] = all_finite(vp, kt, dv_pad_ / PANEL) ? kPackedFinite : kPacked;
+    return flags & kFinite;
   }
 
-  // Whether the packed V tile (kt keys of each of `panels` panels) holds only finite values:
-  // x - x is 0 for finite x and NaN for NaN and inf, so one vector sum tells.
-  static bool all_finite(const float* vp, int kt, int64_t panels) {
-    V acc = S::splat(0.0f);
-    for (int64_t q = 0; q < panels; ++q)
-      for (int64_t x = 0; x < int64_t(kt) * PANEL; x += W) {
-        const V y = S::load(vp + q * KT * PANEL + x);
-        acc = acc + (y - y);
-      }
-    return S::hsum(acc) == 0.0f;
+  const float* value_row(const Workspace& ws, int64_t t, int64_t j) const {
+    if (!v_direct_) return ws.vtiles.data() + (t * KT + (j - t * KT)) * p_.Dv;
+    return static_cast<const float*>(p_.value_row(ws.b, ws.hkv, j));
   }
 
-  // ---------------------------------------------------------------- one block of MR query rows
+  // K and V rows of the NK keys from jg (nk of them real): base pointers and row strides. In place
+  // when the rows are float and NK consecutive rows lie at a fixed stride; else (a ring's wrap, a
+  // page's end, the last keys of a sequence) copied into ws.edge_rows, zero past nk.
+  void group_rows(Workspace& ws, int64_t t, int64_t jg, int nk, const float*& k, int64_t& kst, const float*& v,
+                  int64_t& vst) const {
+    const int64_t off = jg - t * KT;
+    const bool in_place = nk == NK && p_.contiguous_keys(jg) >= NK;
+    if (!k_direct_) {
+      k = ws.ktiles.data() + (t * KT + off) * p_.D;
+      kst = p_.D;
+    } else if (in_place) {
+      k = static_cast<const float*>(p_.key_row(ws.b, ws.hkv, jg));
+      kst = p_.ks.l;
+    } else {
+      float* e = ws.edge_rows.data();
+      for (int j = 0; j < NK; ++j) {
+        if (j < nk) std::memcpy(e + j * p_.D, p_.key_row(ws.b, ws.hkv, jg + j), sizeof(float) * size_t(p_.D));
+        else std::fill(e + j * p_.D, e + (j + 1) * p_.D, 0.0f);
+      }
+      k = e;
+      kst = p_.D;
+    }
+    if (!v_direct_) {
+      v = ws.vtiles.data() + (t * KT + off) * p_.Dv;
+      vst = p_.Dv;
+    } else if (in_place) {
+      v = static_cast<const float*>(p_.value_row(ws.b, ws.hkv, jg));
+      vst = p_.vs.l;
+    } else {
+      float* e = ws.edge_rows.data() + NK * p_.D;
+      for (int j = 0; j < NK; ++j) {
+        if (j < nk) std::memcpy(e + j * p_.Dv, p_.value_row(ws.b, ws.hkv, jg + j), sizeof(float) * size_t(p_.Dv));
+        else std::fill(e + j * p_.Dv, e + (j + 1) * p_.Dv, 0.0f);
+      }
+      v = e;
+      vst = p_.Dv;
+    }
+  }
 
-  // NB register blocks of MR rows walk the key tiles together; each block keeps its own softmax
-  // state and output rows, and each (block, tile) pair is classified on its own.
-  void query_superblock(Workspace& ws, int64_t b, int64_t h, int64_t i0) {
-    Rows rows[NB];
+  // ---------------------------------------------------------------- one super-block
+
+  void superblock(Workspace& ws, int64_t b, int64_t hkv, int64_t f0) {
+    Block blocks[NB];
     int n_blocks = 0;
     int64_t first = p_.Lk, last = 0;
-    for (int s = 0; s < NB && i0 + s * MR < p_.Lq; ++s, ++n_blocks) {
-      Rows& blk = rows[s];
-      blk.i0 = i0 + s * MR;
-      blk.n_rows = int(std::min<int64_t>(MR, p_.Lq - blk.i0));
-      for (int r = 0; r < MR; ++r) {
-        const int64_t i = blk.i0 + r;
-        blk.keys[r] = i < p_.Lq ? row_keys(p_, b, i) : RowKeys{};
-        blk.active[r] = !blk.keys[r].empty();
-        blk.state[r] = SoftmaxRow{};
-        if (blk.active[r]) {
-          ++blk.n_active;
-          first = std::min(first, blk.keys[r].first());
-          last = std::max(last, blk.keys[r].last_exclusive());
-          blk.key_end = std::max(blk.key_end, blk.keys[r].last_exclusive());
-        }
+    const int64_t R = rows();
+    for (int s = 0; s < NB && f0 + s * QR < R; ++s, ++n_blocks) {
+      Block& blk = blocks[s];
+      init_block(blk, b, hkv, f0 + s * QR);
+      if (blk.n_active) {
+        first = std::min(first, blk.first);
+        last = std::max(last, blk.last);
       }
+      float* state = ws.row_state.data() + s * 3 * QR;  // m, l, seen
+      std::fill(state, state + QR, kNegInf);
+      std::fill(state + QR, state + 3 * QR, 0.0f);
+      if (p_.weights)
+        for (int r = 0; r < blk.n_rows; ++r) std::fill_n(weights_row(b, blk, r), p_.Lk, kNegInf);
     }
-    const int n_rows = int(std::min<int64_t>(NB * MR, p_.Lq - i0));
-    float* w_rows = p_.weights ? p_.weights + ((b * p_.Hq + h) * p_.Lq + i0) * p_.Lk : nullptr;
-    if (w_rows) std::fill(w_rows, w_rows + n_rows * p_.Lk, kNegInf);
 
     int64_t visited = 0;
     if (first < last) {
-      load_query_rows(ws, b, h, i0, n_blocks);
-      std::fill(ws.oacc.begin(), ws.oacc.begin() + NB * MR * dv_pad_, 0.0f);
+      load_query_rows(ws, b, blocks, n_blocks);  // (Oᵀ needs no zeroing: a block's first P·V stores)
       const int64_t t_begin = first / KT, t_end = (last + KT - 1) / KT;
       for (int64_t t = t_begin; t < t_end; ++t) {
         for (int s = 0; s < n_blocks; ++s) {
-          if (rows[s].n_active == 0) continue;
-          const TileClass cls = classify(ws, b, h, rows[s], t);
+          Block& blk = blocks[s];
+          if (blk.n_active == 0) continue;
+          const TileClass cls = classify(ws, b, blk, t);
           if (cls == TileClass::skip) continue;
           ++visited;
-          if (!ws.packed[t]) pack_tile(ws, t);
-          key_tile(ws, b, h, rows[s], s, t, cls, w_rows ? w_rows + s * MR * p_.Lk : nullptr);
+          if ((!k_direct_ || !v_direct_) && !(ws.tile_flags[t] & kConverted)) convert_tile(ws, t);
+          if (blk.n_rows <= W) key_tile<1>(ws, b, blk, s, t, cls);
+          else key_tile<RV>(ws, b, blk, s, t, cls);
         }
       }
     }
     ws.stats.tiles_skipped += tiles_ * n_blocks - visited;
-    for (int s = 0; s < n_blocks; ++s)
-      finish_rows(ws, b, h, rows[s], s, int(std::min<int64_t>(MR, p_.Lq - rows[s].i0)),
-                  w_rows ? w_rows + s * MR * p_.Lk : nullptr);
+    for (int s = 0; s < n_blocks; ++s) finish_block(ws, b, blocks[s], s);
   }
 
-  // Q rows of the super-block, stored per register block transposed, [D][MR], so that the Q·Kᵀ
-  // micro-tile broadcasts q[r][d] from constant offsets. Rows past Lq are zeros.
-  void load_query_rows(Workspace& ws, int64_t b, int64_t h, int64_t i0, int n_blocks) {
-    if (p_.D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
-    const float* q = p_.q + b * p_.qs.b + h * p_.qs.h;
-    if constexpr (MR < 4) {
-      // No 4x4 blocks (the WebAssembly tuning, MR = 2): row by row, as before the transposes.
-      for (int r = 0; r < n_blocks * MR; ++r) {
-        float* dst = ws.qblock.data() + (r / MR) * MR * p_.D + r % MR;
-        const float* src = q + (i0 + r) * p_.qs.l;
-        const bool real = i0 + r < p_.Lq;
-        for (int64_t d = 0; d < p_.D; ++d) dst[d * MR] = real ? src[d] : 0.0f;
+  void init_block(Block& blk, int64_t b, int64_t hkv, int64_t f0) const {
+    blk.f0 = f0;
+    blk.n_rows = int(std::min<int64_t>(QR, rows() - f0));
+    blk.n_active = 0;
+    blk.first = p_.Lk;
+    blk.last = 0;
+    blk.o_zero = true;
+    const float diag_offset = float(p_.diagonal_offset(b));
+    for (int r = 0; r < QR; ++r) {
+      const bool real = r < blk.n_rows;
+      const int64_t f = f0 + r;
+      blk.h[r] = real ? hkv * p_.group + f / p_.Lq : hkv * p_.group;
+      blk.i[r] = real ? f % p_.Lq : 0;
+      blk.keys[r] = real ? row_keys(p_, b, blk.i[r]) : RowKeys{};
+      blk.active[r] = !blk.keys[r].empty();
+      if (blk.active[r]) {
+        ++blk.n_active;
+        blk.first = std::min(blk.first, blk.keys[r].first());
+        blk.last = std::max(blk.last, blk.keys[r].last_exclusive());
       }
-      return;
+      blk.lo[r] = float(blk.keys[r].lo);
+      blk.hi[r] = float(blk.keys[r].hi);
+      blk.pe[r] = float(blk.keys[r].prefix_end);
+      blk.act[r] = blk.active[r] ? 1.0f : 0.0f;
+      blk.diag[r] = float(blk.i[r]) + diag_offset;
+      blk.neg_slope[r] = p_.alibi_slopes && real ? -p_.alibi_slopes[blk.h[r]] : 0.0f;
     }
+  }
+
+  float* weights_row(int64_t b, const Block& blk, int r) const {
+    return p_.weights + ((b * p_.Hq + blk.h[r]) * p_.Lq + blk.i[r]) * p_.Lk;
+  }
+
+  // Q rows of each block, transposed, [D][QR], so that Q·Kᵀ loads a vector of rows per d. Padding
+  // rows are zeros. Four rows at a time by 4x4 transposes.
+  void load_query_rows(Workspace& ws, int64_t b, const Block* blocks, int n_blocks) const {
     const int64_t D = p_.D;
-    for (int blk = 0; blk < n_blocks; ++blk) {
-      float* qb = ws.qblock.data() + blk * MR * D;
+    if (D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
+    for (int s = 0; s < n_blocks; ++s) {
+      const Block& blk = blocks[s];
+      float* qb = ws.qblock.data() + s * QR * D;
+      auto row = [&](int r) { return p_.q + b * p_.qs.b + blk.h[r] * p_.qs.h + blk.i[r] * p_.qs.l; };
       int r = 0;
-      // Four real rows at a time by 4x4 transposes (MR = 2, the WebAssembly tuning, has none).
-      for (; r + 4 <= MR && i0 + blk * MR + r + 4 <= p_.Lq && D >= 4; r += 4) {
-        const float* src[4];
-        for (int x = 0; x < 4; ++x) src[x] = q + (i0 + blk * MR + r + x) * p_.qs.l;
+      for (; r + 4 <= blk.n_rows && D >= 4; r += 4) {
+        const float* src[4] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
         int64_t d = 0;
         for (; d + 4 <= D; d += 4) {
-          transpose4x4(src, qb + d * MR + r, MR);
-          for (auto& s : src) s += 4;
+          transpose4x4(src, qb + d * QR + r, QR);
+          for (auto& x : src) x += 4;
         }
         for (int x = 0; x < 4; ++x)
-          for (int64_t e = 0; d + e < D; ++e) qb[(d + e) * MR + r + x] = src[x][e];
+          for (int64_t e = 0; d + e < D; ++e) qb[(d + e) * QR + r + x] = src[x][e];
       }
-      for (; r < MR; ++r) {
-        const int64_t i = i0 + blk * MR + r;
-        const float* src = i < p_.Lq ? q + i * p_.qs.l : nullptr;
-        for (int64_t d = 0; d < D; ++d) qb[d * MR + r] = src ? src[d] : 0.0f;
+      for (; r < QR; ++r) {
+        const float* src = r < blk.n_rows ? row(r) : nullptr;
+        for (int64_t d = 0; d < D; ++d) qb[d * QR + r] = src ? src[d] : 0.0f;
       }
     }
   }
 
   // ---------------------------------------------------------------- tile classification
 
-  TileClass classify(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int64_t t) {
+  TileClass classify(Workspace& ws, int64_t b, const Block& blk, int64_t t) const {
     const int64_t j0 = t * KT, j1 = j0 + KT;
     bool all_cover = true, all_miss = true;
-    for (int r = 0; r < MR; ++r) {
-      if (!rows.active[r]) continue;
-      all_cover = all_cover && rows.keys[r].covers(j0, j1);
-      all_miss = all_miss && rows.keys[r].misses(j0, j1);
+    for (int r = 0; r < blk.n_rows; ++r) {
+      if (!blk.active[r]) continue;
+      all_cover = all_cover && blk.keys[r].covers(j0, j1);
+      all_miss = all_miss && blk.keys[r].misses(j0, j1);
     }
     if (all_miss) return TileClass::skip;
     TileClass cls = all_cover ? TileClass::full : TileClass::mixed;
-    if (p_.query_segments) cls = combine(cls, classify_segments(ws, b, rows, t));
-    if (cls != TileClass::skip && p_.allowed) cls = combine(cls, classify_allowed(b, h, rows, t));
-    if (cls != TileClass::skip && p_.bias) cls = combine(cls, classify_bias(b, h, rows, t));
+    if (p_.query_segments) cls = combine(cls, classify_segments(ws, b, blk, t));
+    if (cls != TileClass::skip && p_.allowed) cls = combine(cls, classify_mask(p_.allowed, b, blk, t, [](uint8_t a) { return a != 0; }));
+    if (cls != TileClass::skip && p_.bias) cls = combine(cls, classify_mask(p_.bias, b, blk, t, [](float x) { return x != kNegInf; }));
     if (cls == TileClass::full && p_.tree_parents) {  // tree keys: each row sees only its ancestors
       const int64_t t0 = p_.tree_start(b);
       if ((t + 1) * KT > t0 && t * KT < t0 + p_.Lq) cls = TileClass::mixed;
@@ -368,27 +377,29 @@ class PrefillAttention {
     return cls;
   }
 
-  TileClass classify_segments(const Workspace& ws, int64_t b, const Rows& rows, int64_t t) const {
+  TileClass classify_segments(const Workspace& ws, int64_t b, const Block& blk, int64_t t) const {
     const int32_t lo = ws.seg_min[t], hi = ws.seg_max[t];
-    const int32_t* sq = p_.query_segments + b * p_.Lq + rows.i0;
     bool all_equal = lo == hi, none = true;
-    for (int r = 0; r < MR; ++r) {
-      if (!rows.active[r]) continue;
-      all_equal = all_equal && sq[r] == lo;
-      none = none && (sq[r] < lo || sq[r] > hi);
+    for (int r = 0; r < blk.n_rows; ++r) {
+      if (!blk.active[r]) continue;
+      const int32_t sq = p_.query_segments[b * p_.Lq + blk.i[r]];
+      all_equal = all_equal && sq == lo;
+      none = none && (sq < lo || sq > hi);
     }
     return none ? TileClass::skip : all_equal ? TileClass::full : TileClass::mixed;
   }
 
-  TileClass classify_allowed(int64_t b, int64_t h, const Rows& rows, int64_t t) const {
+  // skip / full / mixed of an `allowed` or `bias` mask over the tile's keys, for the active rows.
+  template <class T, class Open>
+  TileClass classify_mask(const MaskView<T>& m, int64_t b, const Block& blk, int64_t t, Open&& open) const {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    const int64_t step = p_.allowed.strides[3];
+    const int64_t step = m.strides[3];
     bool any_on = false, any_off = n < KT;
-    for (int r = 0; r < MR; ++r) {
-      if (!rows.active[r]) continue;
-      const uint8_t* row = mask_row(p_.allowed, b, h, rows.i0 + r) + j0 * step;
+    for (int r = 0; r < blk.n_rows; ++r) {
+      if (!blk.active[r]) continue;
+      const T* row = mask_row(m, b, blk.h[r], blk.i[r]) + j0 * step;
       for (int64_t j = 0; j < (step ? n : 1); ++j) {
-        const bool on = row[j] != 0;
+        const bool on = open(row[j]);
         any_on |= on;
         any_off |= !on;
       }
@@ -397,195 +408,305 @@ class PrefillAttention {
     return !any_on ? TileClass::skip : any_off ? TileClass::mixed : TileClass::full;
   }
 
-  TileClass classify_bias(int64_t b, int64_t h, const Rows& rows, int64_t t) const {
+  // The element-wise rules of the block's rows over tile t, transposed to the lanes' layout:
+  // ws.valid [KT][QR] (1 allowed, 0 not) and, with a bias, ws.bias_tile [KT][QR]. Gathered row by
+  // row (element_row: vectorised over the keys), then turned by 4x4 transposes.
+  void element_tiles(Workspace& ws, int64_t b, const Block& blk, int64_t t) const {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    const int64_t step = p_.bias.strides[3];
-    bool any_open = false, any_closed = n < KT;
-    for (int r = 0; r < MR; ++r) {
-      if (!rows.active[r]) continue;
-      const float* row = mask_row(p_.bias, b, h, rows.i0 + r) + j0 * step;
-      for (int64_t j = 0; j < (step ? n : 1); ++j) {
-        const bool closed = row[j] == kNegInf;
-        any_open |= !closed;
-        any_closed |= closed;
+    float* valid_rows = ws.scores.data();  // [QR][KT]
+    float* bias_rows = valid_rows + QR * KT;
+    for (int r = 0; r < QR; ++r) {
+      if (blk.active[r]) {
+        logits_.element_row(b, blk.h[r], blk.i[r], j0, n, KT, valid_rows + r * KT, bias_rows + r * KT);
+      } else {
+        std::fill_n(valid_rows + r * KT, KT, 0.0f);
+        if (p_.bias) std::fill_n(bias_rows + r * KT, KT, 0.0f);
       }
-      if (any_open && any_closed) return TileClass::mixed;
     }
-    return !any_open ? TileClass::skip : any_closed ? TileClass::mixed : TileClass::full;
+    transpose_rows(valid_rows, KT, ws.valid.data());
+    if (p_.bias) transpose_rows(bias_rows, KT, ws.bias_tile.data());
   }
 
-  // ---------------------------------------------------------------- one key tile
+  // src [QR][cols] -> dst [cols][QR] (cols a multiple of 4).
+  static void transpose_rows(const float* src, int64_t cols, float* dst) {
+    for (int r = 0; r < QR; r += 4)
+      for (int64_t c = 0; c < cols; c += 4) {
+        const float* rows4[4] = {src + r * cols + c, src + (r + 1) * cols + c, src + (r + 2) * cols + c,
+                                 src + (r + 3) * cols + c};
+        transpose4x4(rows4, dst + c * QR + r, QR);
+      }
+  }
 
-  void key_tile(Workspace& ws, int64_t b, int64_t h, Rows& rows, int blk, int64_t t, TileClass cls,
-                float* w_rows) {
-    float* oacc = ws.oacc.data() + blk * MR * dv_pad_;
+  // ---------------------------------------------------------------- one key tile of one block
+
+  template <int R>
+  void key_tile(Workspace& ws, int64_t b, Block& blk, int s, int64_t t, TileClass cls) {
     (cls == TileClass::full ? ws.stats.tiles_full : ws.stats.tiles_mixed) += 1;
-    const int64_t j0 = t * KT;
-    float* s = ws.scores.data();  // [MR][KT]
-    const float* kp = ws.kpack.data() + t * KT * p_.D;
-    const int kt = tile_width(t, cls == TileClass::full ? p_.Lk : rows.key_end);
-    const float* qb = ws.qblock.data() + blk * MR * p_.D;
-    with_row_tier(rows.n_rows, [&](auto tier) {
-      for (int c = 0; c < kt / PANEL; ++c) qk_panel<tier.value>(qb, kp + c * p_.D * PANEL, s + c * PANEL);
-    });
-
     const bool masked = cls == TileClass::mixed;
     const bool elementwise = masked && elementwise_;
-    if (elementwise) element_masks(ws, b, h, rows, t);
-    for (int r = 0; r < MR; ++r) {
-      if (!rows.active[r]) continue;
-      const int64_t i = rows.i0 + r;
-      float* srow = s + r * KT;
-      const float* bias_row = nullptr;
-      if (p_.bias) bias_row = elementwise ? ws.bias_tile.data() + r * KT : nullptr;
-      const float* full_bias = (p_.bias && !elementwise) ? mask_row(p_.bias, b, h, i) : nullptr;
-      const float rowmax = logits_.row(srow, kt, j0, b, h, i, rows.keys[r], masked,
-                                      elementwise ? ws.valid.data() + r * KT : nullptr, bias_row,
-                                      full_bias, rows.state[r].has_key);
-      if (!masked) rows.state[r].has_key = true;
-      if (w_rows) {
-        // Columns past kt were not computed: every row of the block masks them (-inf, as filled).
-        const int64_t n = std::min<int64_t>({KT, p_.Lk - j0, kt});
-        std::memcpy(w_rows + r * p_.Lk + j0, srow, sizeof(float) * n);
-      }
-      OnlineSoftmax<Arch>::update(rows.state[r], srow, kt, rowmax, oacc + r * dv_pad_, dv_pad_);
+    if (elementwise || p_.bias) element_tiles(ws, b, blk, t);
+    const int64_t j0 = t * KT;
+    // Keys computed: the whole tile when full; up to the last key an active row may attend when
+    // mixed (no row attends past the key length, so K/V rows past it are never read).
+    int64_t n = KT;
+    if (masked) {
+      int64_t key_end = 0;
+      for (int r = 0; r < blk.n_rows; ++r)
+        if (blk.active[r]) key_end = std::max(key_end, blk.keys[r].last_exclusive());
+      n = std::min<int64_t>(KT, key_end - j0);
     }
-    // A mixed tile whose V is all finite can use the register-blocked P·V too: its masked weights
-    // are exactly 0 and 0 * finite adds nothing. Only NaN or inf in V (0 * NaN = NaN) needs the
-    // row-by-row path that never reads a masked key's V.
-    if (cls == TileClass::full || ws.packed[t] == kPackedFinite) {
-      with_row_tier(rows.n_rows, [&](auto tier) { pv_block<tier.value>(oacc, s, ws.vpack.data() + t * KT * dv_pad_, kt); });
-    } else {
-      for (int r = 0; r < MR; ++r)
-        if (rows.active[r]) pv_row_masked(ws, oacc + r * dv_pad_, rows, r, t, elementwise);
+    const bool guarded = masked && !v_finite(ws, t);  // NaN/inf V: masked keys must not reach P·V
+
+    float* state = ws.row_state.data() + s * 3 * QR;
+    float* oT = ws.oacc.data() + s * QR * p_.Dv;
+    const float* qb = ws.qblock.data() + s * QR * p_.D;
+    V m[R], l[R];
+    M seen[R];
+    for (int r = 0; r < R; ++r) {
+      m[r] = S::load(state + r * W);
+      l[r] = S::load(state + QR + r * W);
+      seen[r] = S::load(state + 2 * QR + r * W) != S::splat(0.0f);
+      if (!masked) seen[r] = seen[r] | (S::load(blk.act + r * W) != S::splat(0.0f));
+    }
+    for (int64_t g = 0; g * NK < n; ++g) {
+      const int64_t jg = j0 + g * NK;
+      const int nk = int(std::min<int64_t>(NK, n - g * NK));
+      const float *k, *v;
+      int64_t kst, vst;
+      group_rows(ws, t, jg, nk, k, kst, v, vst);
+      V x[NK][R];
+      qk_group<R>(qb, k, kst, x);
+      logits_group<R>(x, blk, jg, masked, elementwise ? ws.valid.data() + g * NK * QR : nullptr,
+                      p_.bias ? ws.bias_tile.data() + g * NK * QR : nullptr, seen,
+                      guarded ? ws.scores.data() : nullptr);
+      if (p_.weights) store_weights<R>(x, b, blk, jg, nk, ws.scores.data() + NK * QR);
+      const bool first = blk.o_zero;  // the block's first group: P·V stores Oᵀ instead of adding to it
+      softmax_group<R>(x, m, l, oT, blk.o_zero);
+      if (guarded) pv_group_guarded<R>(oT, v, vst, x, ws.scores.data(), first);
+      else if (first) pv_group<R, true>(oT, v, vst, x);
+      else pv_group<R, false>(oT, v, vst, x);
+    }
+    for (int r = 0; r < R; ++r) {
+      S::store(state + r * W, m[r]);
+      S::store(state + QR + r * W, l[r]);
+      S::store(state + 2 * QR + r * W, S::select(seen[r], S::splat(1.0f), S::splat(0.0f)));
     }
   }
 
-  // The last register block of a short sequence holds fewer than MR real rows (64 rows are 5
-  // blocks of 12 and one of 4): its micro-tiles run with R = the smallest tier that holds them,
-  // thirds of MR where MR divides by 3, else halves, instead of computing padding rows.
-  // The micro-tiles: out of line in WebAssembly (inlined, they made key_tile compile ~15% slower
-  // there), inlined into key_tile natively (measured 2% faster on #1 with AVX-512, g++ 12, whose
-  // own choice flips with unrelated edits).
-#if defined(__GNUC__) && !defined(__wasm__)
-#define MASKATTN_MICROTILE __attribute__((always_inline)) inline
-#else
-#define MASKATTN_MICROTILE MASKATTN_NOINLINE
-#endif
-  static constexpr int kTier1 = MR % 3 == 0 ? MR / 3 : std::max(1, MR / 2);
-  static constexpr int kTier2 = MR % 3 == 0 ? 2 * MR / 3 : MR;
-  template <class F>
-  static void with_row_tier(int n_rows, F&& f) {
-    if (kWasmTuning) f(std::integral_constant<int, MR>{});  // see pack_rows: V8 compiled key_tile 2x slower
-    else if (n_rows <= kTier1) f(std::integral_constant<int, kTier1>{});
-    else if (n_rows <= kTier2) f(std::integral_constant<int, kTier2>{});
-    else f(std::integral_constant<int, MR>{});
-  }
-
-  // S[R][PANEL] = Q_block · K_panelᵀ (rows < R of the block), accumulators in registers across all of D.
+  // x[j][r] = Q·K of the block's rows (vectors r) with key j: per d, R vectors of Q and one
+  // broadcast K element per key, accumulators in registers across all of D.
   template <int R>
-  MASKATTN_MICROTILE void qk_panel(const float* qb, const float* kpanel, float* s) const {
-    V acc[R][NV];
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < NV; ++c) acc[r][c] = S::splat(0.0f);
+  MASKATTN_MICROTILE void qk_group(const float* qb, const float* k, int64_t kst, V (&x)[NK][R]) const {
+    for (int j = 0; j < NK; ++j)
+      for (int r = 0; r < R; ++r) x[j][r] = S::splat(0.0f);
     const int64_t D = p_.D;
     for (int64_t d = 0; d < D; ++d) {
-      V kv[NV];
-      for (int c = 0; c < NV; ++c) kv[c] = S::load(kpanel + d * PANEL + c * W);
-      for (int r = 0; r < R; ++r) {
-        const V qv = S::splat(qb[d * MR + r]);
-        for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(qv, kv[c], acc[r][c]);
+      V qv[R];
+      for (int r = 0; r < R; ++r) qv[r] = S::load(qb + d * QR + r * W);
+      for (int j = 0; j < NK; ++j) {
+        const V kv = S::splat(k[j * kst + d]);
+        for (int r = 0; r < R; ++r) x[j][r] = S::fma(kv, qv[r], x[j][r]);
       }
     }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < NV; ++c) S::store(s + r * KT + c * W, acc[r][c]);
   }
 
-  // Element-wise rules of a mixed tile gathered once per row: valid[r][j] (1/0) and bias values.
-  void element_masks(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int64_t t) const {
-    const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    for (int r = 0; r < MR; ++r)
-      if (rows.active[r])
-        logits_.element_row(b, h, rows.i0 + r, j0, n, KT, ws.valid.data() + r * KT, ws.bias_tile.data() + r * KT);
-  }
-
-  // O[R][Dv] += P[R][KT] · V_tile, register-blocked: R rows x one V panel (NV vectors).
+  // Raw dot products -> natural-unit logits (scale or softcap, ALiBi, bias) and, in a mixed tile,
+  // -inf where a rule masks the pair: the rows' key intervals as lane-wise compares, the element-wise
+  // rules from the transposed tile. `allow_out` (NaN-safe P·V) receives 1/0 per pair.
   template <int R>
-  MASKATTN_MICROTILE void pv_block(float* oacc, const float* pmat, const float* vtile, int kt) const {
-    for (int v0 = 0; v0 < dv_vectors_; v0 += NV) {
-      const float* vpanel = vtile + (v0 / NV) * KT * PANEL;
-      V acc[R][NV];
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < NV; ++c) acc[r][c] = S::load(oacc + r * dv_pad_ + (v0 + c) * W);
-      for (int j = 0; j < kt; ++j) {
-        V vv[NV];
-        for (int c = 0; c < NV; ++c) vv[c] = S::load(vpanel + j * PANEL + c * W);
-        for (int r = 0; r < R; ++r) {
-          const V pj = S::splat(pmat[r * KT + j]);
-          for (int c = 0; c < NV; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
-        }
+  MASKATTN_MICROTILE void logits_group(V (&x)[NK][R], const Block& blk, int64_t jg, bool masked, const float* valid,
+                                       const float* bias, M (&seen)[R], float* allow_out) const {
+    if (p_.softcap > 0) {
+      const V scale = S::splat(p_.scale / p_.softcap), cap = S::splat(p_.softcap);
+      for (int j = 0; j < NK; ++j)
+        for (int r = 0; r < R; ++r) x[j][r] = cap * S::tanh(x[j][r] * scale);
+    } else {
+      const V scale = S::splat(p_.scale);
+      for (int j = 0; j < NK; ++j)
+        for (int r = 0; r < R; ++r) x[j][r] = x[j][r] * scale;
+    }
+    if (p_.alibi_slopes) {  // s += -slope * |d(i) - j|
+      for (int r = 0; r < R; ++r) {
+        const V diag = S::load(blk.diag + r * W), slope = S::load(blk.neg_slope + r * W);
+        for (int j = 0; j < NK; ++j) x[j][r] = S::fma(S::abs(diag - S::splat(float(jg + j))), slope, x[j][r]);
       }
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < NV; ++c) S::store(oacc + r * dv_pad_ + (v0 + c) * W, acc[r][c]);
+    }
+    if (bias)
+      for (int j = 0; j < NK; ++j)
+        for (int r = 0; r < R; ++r) x[j][r] = x[j][r] + S::load(bias + j * QR + r * W);
+    if (!masked) return;
+    for (int r = 0; r < R; ++r) {
+      const V lo = S::load(blk.lo + r * W), hi = S::load(blk.hi + r * W), pe = S::load(blk.pe + r * W);
+      for (int j = 0; j < NK; ++j) {
+        const V pos = S::splat(float(jg + j));
+        M allow = ((pos >= lo) & (pos < hi)) | (pos < pe);
+        if (valid) allow = allow & (S::load(valid + j * QR + r * W) != S::splat(0.0f));
+        seen[r] = seen[r] | allow;
+        x[j][r] = S::select(allow, x[j][r], S::splat(kNegInf));
+        if (allow_out) S::store(allow_out + j * QR + r * W, S::select(allow, S::splat(1.0f), S::splat(0.0f)));
+      }
     }
   }
 
-  // Row r of a mixed tile: only keys the row may attend are read, so masked V (padding, future
-  // tokens, NaN) never meets a zero weight (0 * NaN would leak).
-  void pv_row_masked(Workspace& ws, float* o, const Rows& rows, int r, int64_t t, bool elementwise) const {
-    const int64_t j0 = t * KT;
-    const RowKeys& keys = rows.keys[r];
-    // The row's allowed keys in this tile: [0, prefix_end) and [lo, hi), clipped, merged if they touch.
-    int64_t ranges[2][2];
-    int n_ranges = 0;
-    auto add = [&](int64_t a, int64_t z) {
-      a = std::max(a, j0) - j0;
-      z = std::min(z, j0 + KT) - j0;
-      if (z <= a) return;
-      if (n_ranges > 0 && a <= ranges[n_ranges - 1][1]) {
-        ranges[n_ranges - 1][1] = std::max(ranges[n_ranges - 1][1], z);
-      } else {
-        ranges[n_ranges][0] = a;
-        ranges[n_ranges][1] = z;
-        ++n_ranges;
+  // Logits of the group into the weights rows (which hold logits until the rows finish): lanes to
+  // rows through a small buffer. Only when weights are asked for.
+  template <int R>
+  void store_weights(const V (&x)[NK][R], int64_t b, const Block& blk, int64_t jg, int nk, float* buf) const {
+    for (int j = 0; j < NK; ++j)
+      for (int r = 0; r < R; ++r) S::store(buf + j * QR + r * W, x[j][r]);
+    for (int r = 0; r < std::min(blk.n_rows, R * W); ++r) {
+      if (!blk.active[r]) continue;
+      float* w = weights_row(b, blk, r) + jg;
+      for (int j = 0; j < nk; ++j) w[j] = buf[j * QR + r];
+    }
+  }
+
+  // Online softmax of the group, lane by lane: x becomes e^(x - m). m moves (and l and Oᵀ are
+  // rescaled by e^(m_old - m_new)) only when some row's group max exceeds its m by kRescaleAbove.
+  // m stays NaN once NaN; -inf rows (nothing allowed yet) give weights 0, never -inf - -inf.
+  template <int R>
+  MASKATTN_MICROTILE void softmax_group(V (&x)[NK][R], V (&m)[R], V (&l)[R], float* oT, bool& o_zero) const {
+    const V log2e = S::splat(kLog2e), ninf = S::splat(kNegInf), above = S::splat(kRescaleAbove);
+    V gmax[R];
+    bool rescale = false;
+    for (int r = 0; r < R; ++r) {
+      gmax[r] = x[0][r];
+      for (int j = 1; j < NK; ++j) gmax[r] = S::max_keep_nan(gmax[r], x[j][r]);
+      rescale = rescale || S::any(gmax[r] > m[r] + above);
+    }
+    if (rescale) {
+      V alpha[R];
+      for (int r = 0; r < R; ++r) {
+        const V m_new = S::select(gmax[r] > m[r], gmax[r], m[r]);
+        alpha[r] = S::select(m_new == m[r], S::splat(1.0f), S::exp2((m[r] - m_new) * log2e));
+        l[r] = l[r] * alpha[r];
+        m[r] = m_new;
       }
-    };
-    add(0, keys.prefix_end);
-    add(keys.lo, keys.hi);
-    if (n_ranges == 2 && ranges[1][0] < ranges[0][0]) std::swap(ranges[0], ranges[1]);
-    const float* prow = ws.scores.data() + r * KT;
-    const float* valid = elementwise ? ws.valid.data() + r * KT : nullptr;
-    const float* vtile = ws.vpack.data() + t * KT * dv_pad_;
-    // Two V panels per pass over the keys (one for an odd last panel).
-    for_vector_chunks<2>(dv_vectors_ / NV, [&](int p0, auto np_tag) {
-      constexpr int NP = decltype(np_tag)::value;
-      V acc[NP][NV];
-      for (int q = 0; q < NP; ++q)
-        for (int c = 0; c < NV; ++c) acc[q][c] = S::load(o + ((p0 + q) * NV + c) * W);
-      for (int k = 0; k < n_ranges; ++k) {
-        for (int64_t j = ranges[k][0]; j < ranges[k][1]; ++j) {
-          if (valid && valid[j] == 0.0f) continue;
-          const V pj = S::splat(prow[j]);
-          for (int q = 0; q < NP; ++q)
-            for (int c = 0; c < NV; ++c)
-              acc[q][c] = S::fma(pj, S::load(vtile + (p0 + q) * KT * PANEL + j * PANEL + c * W), acc[q][c]);
+      if (!o_zero) {
+        float* o = oT;
+        for (int64_t c = 0; c < p_.Dv; ++c, o += QR)
+          for (int r = 0; r < R; ++r) S::store(o + r * W, S::load(o + r * W) * alpha[r]);
+      }
+    }
+    o_zero = false;
+    for (int r = 0; r < R; ++r) {
+      const V ms = S::select(m[r] == ninf, S::splat(0.0f), m[r]);
+      V sum = S::splat(0.0f);
+      for (int j = 0; j < NK; ++j) {
+        // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
+        x[j][r] = S::exp2((x[j][r] - ms) * log2e);
+        sum = sum + x[j][r];
+      }
+      l[r] = l[r] + sum;
+    }
+  }
+
+  // Oᵀ[c][rows] += Σ_j V[j][c] * p[j][rows]: per output column, R vectors of O, one broadcast V
+  // element per key.
+  template <int R, bool Init = false>
+  MASKATTN_MICROTILE void pv_group(float* oT, const float* v, int64_t vst, const V (&p)[NK][R]) const {
+    // Two columns per step: 2R accumulator chains in flight, each NK multiply-adds deep.
+    int64_t c = 0;
+    for (; c + 2 <= p_.Dv; c += 2, oT += 2 * QR, v += 2) {
+      V o0[R], o1[R];
+      for (int r = 0; r < R; ++r) {
+        o0[r] = Init ? S::splat(0.0f) : S::load(oT + r * W);
+        o1[r] = Init ? S::splat(0.0f) : S::load(oT + QR + r * W);
+      }
+      for (int j = 0; j < NK; ++j) {
+        const V v0 = S::splat(v[j * vst]), v1 = S::splat(v[j * vst + 1]);
+        for (int r = 0; r < R; ++r) {
+          o0[r] = S::fma(v0, p[j][r], o0[r]);
+          o1[r] = S::fma(v1, p[j][r], o1[r]);
         }
       }
-      for (int q = 0; q < NP; ++q)
-        for (int c = 0; c < NV; ++c) S::store(o + ((p0 + q) * NV + c) * W, acc[q][c]);
-    });
+      for (int r = 0; r < R; ++r) {
+        S::store(oT + r * W, o0[r]);
+        S::store(oT + QR + r * W, o1[r]);
+      }
+    }
+    if (c < p_.Dv) {
+      V o[R];
+      for (int r = 0; r < R; ++r) o[r] = Init ? S::splat(0.0f) : S::load(oT + r * W);
+      for (int j = 0; j < NK; ++j) {
+        const V vv = S::splat(v[j * vst]);
+        for (int r = 0; r < R; ++r) o[r] = S::fma(vv, p[j][r], o[r]);
+      }
+      for (int r = 0; r < R; ++r) S::store(oT + r * W, o[r]);
+    }
+  }
+
+  // P·V of a mixed tile whose V holds NaN or inf: a masked pair adds nothing, whatever its V
+  // (0 * NaN would leak); an allowed pair adds p * V even when p is 0, as the reference does.
+  template <int R>
+  void pv_group_guarded(float* oT, const float* v, int64_t vst, const V (&p)[NK][R], const float* allow, bool init) const {
+    const V zero = S::splat(0.0f);
+    for (int64_t c = 0; c < p_.Dv; ++c, oT += QR, ++v) {
+      V o[R];
+      for (int r = 0; r < R; ++r) o[r] = init ? zero : S::load(oT + r * W);
+      for (int j = 0; j < NK; ++j) {
+        const V vv = S::splat(v[j * vst]);
+        for (int r = 0; r < R; ++r) o[r] = o[r] + S::select(S::load(allow + j * QR + r * W) != zero, vv * p[j][r], zero);
+      }
+      for (int r = 0; r < R; ++r) S::store(oT + r * W, o[r]);
+    }
   }
 
   // ---------------------------------------------------------------- row results
 
-  void finish_rows(Workspace& ws, int64_t b, int64_t h, const Rows& rows, int blk, int n_rows, float* w_rows) {
-    for (int r = 0; r < n_rows; ++r) {
-      write_row_result<Arch>(p_, b, h, rows.i0 + r, rows.state[r], ws.oacc.data() + (blk * MR + r) * dv_pad_,
-                             w_rows ? w_rows + r * p_.Lk : nullptr, [&]() -> const float* {
-                               if (!ws.mean_v_ready) mean_of_values(p_, ws.b, ws.hkv, ws.mean_v.data());
-                               ws.mean_v_ready = true;
-                               return ws.mean_v.data();
-                             });
+  // Each row's lse and weights, then Oᵀ scaled lane by lane (1 / l, the sink's share) and turned
+  // into output rows by 4x4 transposes. Rows that attended nothing get the sink's or the policy's
+  // result instead (and their lanes of Oᵀ, which may hold nothing, are never read).
+  void finish_block(Workspace& ws, int64_t b, const Block& blk, int s) {
+    const float* state = ws.row_state.data() + s * 3 * QR;
+    float* oT = ws.oacc.data() + s * QR * p_.Dv;
+    const int64_t Dv = p_.Dv;
+    alignas(64) float mul[QR];
+    float* out[QR];
+    bool any = false;
+    for (int r = 0; r < QR; ++r) {
+      mul[r] = 0.0f;
+      out[r] = nullptr;
+      if (r >= blk.n_rows) continue;
+      const int64_t h = blk.h[r], i = blk.i[r];
+      float* w = p_.weights ? weights_row(b, blk, r) : nullptr;
+      if (state[2 * QR + r] == 0.0f) {  // no key allowed
+        write_unattended_row(p_, b, h, i, w, [&]() -> const float* {
+          if (!ws.mean_v_ready) mean_of_values(p_, ws.b, ws.hkv, ws.mean_v.data());
+          ws.mean_v_ready = true;
+          return ws.mean_v.data();
+        });
+        continue;
+      }
+      SoftmaxRow st;
+      st.m = state[r];
+      st.l = state[QR + r];
+      st.has_key = true;
+      const RowScale rs = row_scale(p_, h, st);
+      mul[r] = rs.o_mul;
+      out[r] = p_.out + b * p_.os.b + h * p_.os.h + i * p_.os.l;
+      any = true;
+      if (p_.lse) p_.lse[(b * p_.Hq + h) * p_.Lq + i] = rs.m + std::log(rs.l);
+      if (w) finish_weights_row<Arch>(w, p_.Lk, rs.m, rs.l);
+    }
+    if (!any) return;
+    const int rv = blk.n_rows <= W ? 1 : RV;  // the lanes the block's tier computed
+    for (int64_t c = 0; c < Dv; ++c)
+      for (int r = 0; r < rv; ++r) S::store(oT + c * QR + r * W, S::load(oT + c * QR + r * W) * S::load(mul + r * W));
+    const int64_t c4 = Dv / 4 * 4;
+    for (int r = 0; r < blk.n_rows; r += 4) {
+      // Four rows at equal distances in memory (one head's consecutive rows): transposed at once.
+      const bool four = r + 4 <= blk.n_rows && out[r] && out[r + 1] && out[r + 2] && out[r + 3] &&
+                        out[r + 2] - out[r + 1] == out[r + 1] - out[r] && out[r + 3] - out[r + 2] == out[r + 1] - out[r];
+      int64_t c = 0;
+      if (four)
+        for (; c < c4; c += 4) {
+          const float* cols[4] = {oT + c * QR + r, oT + (c + 1) * QR + r, oT + (c + 2) * QR + r, oT + (c + 3) * QR + r};
+          transpose4x4(cols, out[r] + c, out[r + 1] - out[r]);
+        }
+      for (int x = r; x < std::min(r + 4, blk.n_rows); ++x)
+        if (out[x])
+          for (int64_t e = c; e < Dv; ++e) out[x][e] = oT[e * QR + x];
     }
   }
 };

@@ -71,7 +71,7 @@ inline std::vector<int64_t> batches_longest_first(const Problem& p) {
 template <class Arch>
 void run_prefill(const Problem& p) {
   using Prefill = PrefillAttention<Arch>;
-  const int64_t blocks = Prefill::query_blocks(p.Lq);
+  const int64_t blocks = Prefill::query_blocks(p.group * p.Lq);  // a kv head's rows: its query heads stacked
   const int64_t heads = p.B * p.Hkv;
   const int threads = threads_that_pay(p, false, heads * blocks);
   // More units than threads so a causal problem's uneven blocks balance out.

@@ -1,6 +1,7 @@
-// Scratch memory of one worker: packed K/V of the current (batch, kv head) and the small tiles of
-// one query block. Sized once, before any output is written, so running out of memory can never
-// leave a partial result. O(Lk * (D + Dv)) per worker; never O(Lq * Lk).
+// Scratch memory of one worker: K/V rows of the current (batch, kv head) converted to float (KV
+// caches of other dtypes) and the small tiles of one query block. Sized once, before any output is
+// written, so running out of memory can never leave a partial result. O(Lk * (D + Dv)) per worker
+// at most; never O(Lq * Lk).
 #pragma once
 
 #include <cstdint>
@@ -12,17 +13,22 @@
 namespace maskattn::detail {
 
 struct Workspace {
-  std::vector<float> kpack;      // [tiles][KT / PANEL][D][PANEL]: K transposed in panels
-  std::vector<float> vpack;      // [tiles * KT][dv_pad]: V rows padded to whole vectors
-  std::vector<uint8_t> packed;   // [tiles]: tile already packed for the current (b, kv head)
+  // Prefill (kernel/prefill_kernel.hpp: blocks of QR rows, NB blocks a super-block, KT-key tiles).
+  std::vector<float> ktiles;     // [tiles][KT][D]: key rows as float (KV caches of other dtypes)
+  std::vector<float> vtiles;     // [tiles][KT][Dv]: value rows as float
+  std::vector<uint8_t> tile_flags;  // [tiles]: converted / V finiteness, for the current (b, kv head)
   std::vector<int32_t> seg_min, seg_max;  // [tiles]: key segment id range per tile
-  std::vector<float> qblock;     // [MR][D]
-  std::vector<float> scores;     // [MR][KT]: dots, then logits, then probabilities
-  std::vector<float> oacc;       // [MR][dv_pad]: unnormalised output rows
-  std::vector<float> valid;      // [MR][KT]: element-wise mask of a mixed tile (1 allowed, 0 not)
-  std::vector<float> bias_tile;  // [MR][KT]: bias values of a mixed tile
+  std::vector<float> qblock;     // [NB][D][QR]: query rows transposed
+  std::vector<float> row_state;  // [NB][3][QR]: each row's running max, sum and has_key (1/0)
+  std::vector<float> edge_rows;  // [NK][D + Dv]: a key group's K and V rows copied (a cut, the last keys)
+  // Shared by both kernels: prefill [NB][Dv][QR] (transposed) / decode [rows][dv_pad] outputs; the
+  // element-wise mask and bias of a tile (prefill [KT][QR] transposed, decode [rows][KT]); scores
+  // (decode [rows][KT]; prefill: row-major temporaries, 2 x [QR][max(KT, Dv)]).
+  std::vector<float> oacc;
+  std::vector<float> valid;
+  std::vector<float> bias_tile;
+  std::vector<float> scores;
   std::vector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
-  std::vector<float> row_scratch;  // [D + Dv]: one K and one V row converted to float (prefill packing)
   // Decode over quantized keys: the block's query rows quantized (kernel/quant_dot.hpp).
   std::vector<uint8_t> query_blocks;
   bool mean_v_ready = false;
@@ -34,7 +40,11 @@ struct Workspace {
 
   // Out of line (core/workspace.cpp, baseline flags): the growth code must not be an inline copy
   // compiled with some kernel's AVX flags (see kernel/arch_namespace.hpp).
-  void reserve(int64_t tiles, int64_t kt, int64_t d, int64_t dv_pad, int64_t mr, int64_t dv);
+  // The decode kernel: `rows` rows of `kt`-key tiles, outputs padded to dv_pad.
+  void reserve(int64_t kt, int64_t dv_pad, int64_t rows, int64_t dv);
+  // The prefill kernel; convert_d / convert_dv: row widths of converted K / V tiles (0 = read in place).
+  void reserve_prefill(int64_t tiles, int64_t kt, int64_t convert_d, int64_t convert_dv, int64_t d, int64_t dv,
+                       int64_t nb, int64_t qr, int64_t nk);
   void reserve_partials(int64_t floats, int64_t rows);
   void reserve_query_blocks(int64_t bytes);
 };
