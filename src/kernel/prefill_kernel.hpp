@@ -46,12 +46,17 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-// The micro-tiles are inlined natively (their scores must stay in registers across the softmax);
-// in WebAssembly too, for the same reason.
+// The steps of a group are inlined into one function: its scores stay in registers from Q·Kᵀ to
+// P·V. (In WebAssembly that function is kept apart from its caller: see key_tile.)
 #if defined(__GNUC__)
 #define MASKATTN_MICROTILE __attribute__((always_inline)) inline
 #else
 #define MASKATTN_MICROTILE inline
+#endif
+#if defined(__wasm__)
+#define MASKATTN_MICROTILE_STEP MASKATTN_NOINLINE
+#else
+#define MASKATTN_MICROTILE_STEP MASKATTN_MICROTILE
 #endif
 
 template <class Arch>
@@ -469,22 +474,29 @@ class PrefillAttention {
       if (!masked) seen[r] = seen[r] | (S::load(blk.act + r * W) != S::splat(0.0f));
     }
     for (int64_t g = 0; g * NK < n; ++g) {
-      const int64_t jg = j0 + g * NK;
-      const int nk = int(std::min<int64_t>(NK, n - g * NK));
-      const float *k, *v;
-      int64_t kst, vst;
-      group_rows(ws, t, jg, nk, k, kst, v, vst);
-      V x[NK][R];
-      qk_group<R>(qb, k, kst, x);
-      logits_group<R>(x, blk, jg, masked, elementwise ? ws.valid.data() + g * NK * QR : nullptr,
-                      p_.bias ? ws.bias_tile.data() + g * NK * QR : nullptr, seen,
-                      guarded ? ws.scores.data() : nullptr);
-      if (p_.weights) store_weights<R>(x, b, blk, jg, nk, ws.scores.data() + NK * QR);
-      const bool first = blk.o_zero;  // the block's first group: P·V stores Oᵀ instead of adding to it
-      softmax_group<R>(x, m, l, oT, blk.o_zero);
-      if (guarded) pv_group_guarded<R>(oT, v, vst, x, ws.scores.data(), first);
-      else if (first) pv_group<R, true>(oT, v, vst, x);
-      else pv_group<R, false>(oT, v, vst, x);
+      Group grp;
+      grp.jg = j0 + g * NK;
+      grp.nk = int(std::min<int64_t>(NK, n - g * NK));
+      group_rows(ws, t, grp.jg, grp.nk, grp.k, grp.kst, grp.v, grp.vst);
+      grp.qb = qb;
+      grp.oT = oT;
+      grp.blk = &blk;
+      grp.b = b;
+      grp.masked = masked;
+      grp.guarded = guarded;
+      grp.valid = elementwise ? ws.valid.data() + g * NK * QR : nullptr;
+      grp.bias = p_.bias ? ws.bias_tile.data() + g * NK * QR : nullptr;
+      grp.scratch = ws.scores.data();
+#if defined(__wasm__)
+      // Binaryen (emcc -O3) inlines every function that has a single caller, whatever its size, and
+      // V8 then allocates registers across one huge function: the group step measured 1.5x slower in
+      // Node that way. A call through a pointer it cannot see through keeps the step a function.
+      static void (*volatile step)(const PrefillAttention*, const Group&, V (&)[R], V (&)[R], M (&)[R], bool&) =
+          [](const PrefillAttention* self, const Group& g_, V (&m_)[R], V (&l_)[R], M (&s_)[R], bool& z_) { self->group_step<R>(g_, m_, l_, s_, z_); };
+      step(this, grp, m, l, seen, blk.o_zero);
+#else
+      group_step<R>(grp, m, l, seen, blk.o_zero);
+#endif
     }
     for (int r = 0; r < R; ++r) {
       S::store(state + r * W, m[r]);
@@ -493,21 +505,55 @@ class PrefillAttention {
     }
   }
 
+  // One group of NK keys for one block: where its rows are, and how the tile is masked.
+  struct Group {
+    const float *qb, *k, *v;
+    int64_t kst, vst, jg, b;
+    float* oT;
+    const Block* blk;
+    int nk;
+    bool masked, guarded;
+    const float *valid, *bias;
+    float* scratch;  // [2][NK][QR]: allowed pairs (guarded P·V), weights
+  };
+
+  // Q·Kᵀ, logits and masks, the softmax and P·V of one group, its scores in registers throughout.
+  template <int R>
+  MASKATTN_MICROTILE_STEP void group_step(const Group& g, V (&m)[R], V (&l)[R], M (&seen)[R], bool& o_zero) const {
+    V x[NK][R];
+    qk_group<R>(g.qb, g.k, g.kst, x);
+    logits_group<R>(x, *g.blk, g.jg, g.masked, g.valid, g.bias, seen, g.guarded ? g.scratch : nullptr);
+    if (p_.weights) store_weights<R>(x, g.b, *g.blk, g.jg, g.nk, g.scratch + NK * QR);
+    const bool first = o_zero;  // the block's first group: P·V stores Oᵀ instead of adding to it
+    softmax_group<R>(x, m, l, g.oT, o_zero);
+    if (g.guarded) pv_group_guarded<R>(g.oT, g.v, g.vst, x, g.scratch, first);
+    else if (first) pv_group<R, true>(g.oT, g.v, g.vst, x);
+    else pv_group<R, false>(g.oT, g.v, g.vst, x);
+  }
+
   // x[j][r] = Q·K of the block's rows (vectors r) with key j: per d, R vectors of Q and one
   // broadcast K element per key, accumulators in registers across all of D.
   template <int R>
   MASKATTN_MICROTILE void qk_group(const float* qb, const float* k, int64_t kst, V (&x)[NK][R]) const {
+    // Accumulators local until the end (x may alias memory the loop reads: stored through it, they
+    // would go to memory on every step), addresses in pointer-sized steps (wasm32: no 64-bit index
+    // arithmetic per load).
+    V acc[NK][R];
     for (int j = 0; j < NK; ++j)
-      for (int r = 0; r < R; ++r) x[j][r] = S::splat(0.0f);
-    const int64_t D = p_.D;
-    for (int64_t d = 0; d < D; ++d) {
+      for (int r = 0; r < R; ++r) acc[j][r] = S::splat(0.0f);
+    std::ptrdiff_t ko[NK];
+    for (int j = 0; j < NK; ++j) ko[j] = std::ptrdiff_t(j * kst);
+    const float* const q_end = qb + p_.D * QR;
+    for (const float* q = qb; q != q_end; q += QR, ++k) {
       V qv[R];
-      for (int r = 0; r < R; ++r) qv[r] = S::load(qb + d * QR + r * W);
+      for (int r = 0; r < R; ++r) qv[r] = S::load(q + r * W);
       for (int j = 0; j < NK; ++j) {
-        const V kv = S::splat(k[j * kst + d]);
-        for (int r = 0; r < R; ++r) x[j][r] = S::fma(kv, qv[r], x[j][r]);
+        const V kv = S::splat(k[ko[j]]);
+        for (int r = 0; r < R; ++r) acc[j][r] = S::fma(kv, qv[r], acc[j][r]);
       }
     }
+    for (int j = 0; j < NK; ++j)
+      for (int r = 0; r < R; ++r) x[j][r] = acc[j][r];
   }
 
   // Raw dot products -> natural-unit logits (scale or softcap, ALiBi, bias) and, in a mixed tile,
@@ -604,17 +650,22 @@ class PrefillAttention {
   // Oᵀ[c][rows] += Σ_j V[j][c] * p[j][rows]: per output column, R vectors of O, one broadcast V
   // element per key.
   template <int R, bool Init = false>
-  MASKATTN_MICROTILE void pv_group(float* oT, const float* v, int64_t vst, const V (&p)[NK][R]) const {
+  MASKATTN_MICROTILE void pv_group(float* oT, const float* v, int64_t vst, const V (&p_in)[NK][R]) const {
+    V p[NK][R];  // a local copy: the stores to Oᵀ may alias p_in's memory, and would reload it
+    for (int j = 0; j < NK; ++j)
+      for (int r = 0; r < R; ++r) p[j][r] = p_in[j][r];
+    std::ptrdiff_t vo[NK];
+    for (int j = 0; j < NK; ++j) vo[j] = std::ptrdiff_t(j * vst);
     // Two columns per step: 2R accumulator chains in flight, each NK multiply-adds deep.
-    int64_t c = 0;
-    for (; c + 2 <= p_.Dv; c += 2, oT += 2 * QR, v += 2) {
+    float* const o_end = oT + (p_.Dv & ~int64_t(1)) * QR;
+    for (; oT != o_end; oT += 2 * QR, v += 2) {
       V o0[R], o1[R];
       for (int r = 0; r < R; ++r) {
         o0[r] = Init ? S::splat(0.0f) : S::load(oT + r * W);
         o1[r] = Init ? S::splat(0.0f) : S::load(oT + QR + r * W);
       }
       for (int j = 0; j < NK; ++j) {
-        const V v0 = S::splat(v[j * vst]), v1 = S::splat(v[j * vst + 1]);
+        const V v0 = S::splat(v[vo[j]]), v1 = S::splat(v[vo[j] + 1]);
         for (int r = 0; r < R; ++r) {
           o0[r] = S::fma(v0, p[j][r], o0[r]);
           o1[r] = S::fma(v1, p[j][r], o1[r]);
@@ -625,11 +676,11 @@ class PrefillAttention {
         S::store(oT + QR + r * W, o1[r]);
       }
     }
-    if (c < p_.Dv) {
+    if (p_.Dv & 1) {
       V o[R];
       for (int r = 0; r < R; ++r) o[r] = Init ? S::splat(0.0f) : S::load(oT + r * W);
       for (int j = 0; j < NK; ++j) {
-        const V vv = S::splat(v[j * vst]);
+        const V vv = S::splat(v[vo[j]]);
         for (int r = 0; r < R; ++r) o[r] = S::fma(vv, p[j][r], o[r]);
       }
       for (int r = 0; r < R; ++r) S::store(oT + r * W, o[r]);
