@@ -78,8 +78,9 @@ class PrefillAttention {
   static constexpr int QR = RV * W;  // query rows per block
   static constexpr int KT = 64;      // keys per tile: classification and dtype conversion
   static constexpr int NB = 128 / QR > 0 ? 128 / QR : 1;  // blocks per super-block (about 128 rows)
+  static constexpr int TB = W >= 4 ? W : 4;  // rows <-> lanes move by TB x TB transposes (simd.hpp)
   static_assert(KT % NK == 0, "a key tile holds whole groups");
-  static_assert(QR % 4 == 0, "blocks transpose 4 rows at a time");
+  static_assert(QR % TB == 0 && TB % 4 == 0, "blocks transpose TB rows at a time");
   // A row's reference max moves when a score exceeds it by more than this (e^5.5 ~ 245).
   static constexpr float kRescaleAbove = 5.5f;
   // ws.tile_flags[t], per (b, kv head): K/V rows converted to float; V's finiteness known; finite.
@@ -138,19 +139,28 @@ class PrefillAttention {
   bool elementwise_ = false;
   bool k_direct_ = true, v_direct_ = true;  // rows read in place (float), else converted per tile
 
-  // One block of QR rows: who they are and which keys they may attend, lane by lane.
+  // One block of QR rows: who they are and which keys they may attend, lane by lane. (Arrays
+  // without initializers: a super-block's blocks are filled, not zeroed, on every call.)
   struct Block {
     int64_t f0 = 0;          // first row (stacked index) of the block
     int n_rows = 0;          // real rows (f < rows()); the rest are padding lanes
     int n_active = 0;        // rows that may attend some key by their intervals
     int64_t first = 0, last = 0;  // smallest interval holding every active row's keys
+    int64_t key_end = 0;     // no active row attends a key at or past it
     bool o_zero = true;      // nothing accumulated yet: the first rescale has nothing to scale
-    RowKeys keys[QR];
     int64_t h[QR], i[QR];
+    int64_t key_lo[QR], key_hi[QR], key_prefix[QR];  // the rows' RowKeys
     bool active[QR];
     // Lane vectors: the key intervals as float positions (exact below 2^24), 1/0 for active rows,
     // and ALiBi's d(i) and -slope.
     alignas(64) float lo[QR], hi[QR], pe[QR], act[QR], diag[QR], neg_slope[QR];
+    RowKeys keys(int r) const {
+      RowKeys k;
+      k.lo = key_lo[r];
+      k.hi = key_hi[r];
+      k.prefix_end = key_prefix[r];
+      return k;
+    }
   };
 
   // ---------------------------------------------------------------- per (b, kv head)
@@ -306,27 +316,36 @@ class PrefillAttention {
     blk.n_active = 0;
     blk.first = p_.Lk;
     blk.last = 0;
+    blk.key_end = 0;
     blk.o_zero = true;
     const float diag_offset = float(p_.diagonal_offset(b));
+    int64_t h = hkv * p_.group + f0 / p_.Lq, i = f0 % p_.Lq;  // stepped row by row (no division)
     for (int r = 0; r < QR; ++r) {
       const bool real = r < blk.n_rows;
-      const int64_t f = f0 + r;
-      blk.h[r] = real ? hkv * p_.group + f / p_.Lq : hkv * p_.group;
-      blk.i[r] = real ? f % p_.Lq : 0;
-      blk.keys[r] = real ? row_keys(p_, b, blk.i[r]) : RowKeys{};
-      blk.active[r] = !blk.keys[r].empty();
+      blk.h[r] = real ? h : hkv * p_.group;
+      blk.i[r] = real ? i : 0;
+      const RowKeys keys = real ? row_keys(p_, b, i) : RowKeys{};
+      blk.key_lo[r] = keys.lo;
+      blk.key_hi[r] = keys.hi;
+      blk.key_prefix[r] = keys.prefix_end;
+      blk.active[r] = !keys.empty();
       if (blk.active[r]) {
         ++blk.n_active;
-        blk.first = std::min(blk.first, blk.keys[r].first());
-        blk.last = std::max(blk.last, blk.keys[r].last_exclusive());
+        blk.first = std::min(blk.first, keys.first());
+        blk.last = std::max(blk.last, keys.last_exclusive());
       }
-      blk.lo[r] = float(blk.keys[r].lo);
-      blk.hi[r] = float(blk.keys[r].hi);
-      blk.pe[r] = float(blk.keys[r].prefix_end);
+      blk.lo[r] = float(keys.lo);
+      blk.hi[r] = float(keys.hi);
+      blk.pe[r] = float(keys.prefix_end);
       blk.act[r] = blk.active[r] ? 1.0f : 0.0f;
       blk.diag[r] = float(blk.i[r]) + diag_offset;
       blk.neg_slope[r] = p_.alibi_slopes && real ? -p_.alibi_slopes[blk.h[r]] : 0.0f;
+      if (real && ++i == p_.Lq) {
+        i = 0;
+        ++h;
+      }
     }
+    blk.key_end = blk.last;
   }
 
   float* weights_row(int64_t b, const Block& blk, int r) const {
@@ -334,7 +353,7 @@ class PrefillAttention {
   }
 
   // Q rows of each block, transposed, [D][QR], so that Q·Kᵀ loads a vector of rows per d. Padding
-  // rows are zeros. Four rows at a time by 4x4 transposes.
+  // rows are zeros. TB rows at a time by TB x TB transposes, then 4, then one by one.
   void load_query_rows(Workspace& ws, int64_t b, const Block* blocks, int n_blocks) const {
     const int64_t D = p_.D;
     if (D == 0) return;  // no Q block (its buffer is empty: no pointer arithmetic on null)
@@ -343,16 +362,22 @@ class PrefillAttention {
       float* qb = ws.qblock.data() + s * QR * D;
       auto row = [&](int r) { return p_.q + b * p_.qs.b + blk.h[r] * p_.qs.h + blk.i[r] * p_.qs.l; };
       int r = 0;
-      for (; r + 4 <= blk.n_rows && D >= 4; r += 4) {
-        const float* src[4] = {row(r), row(r + 1), row(r + 2), row(r + 3)};
-        int64_t d = 0;
-        for (; d + 4 <= D; d += 4) {
-          transpose4x4(src, qb + d * QR + r, QR);
-          for (auto& x : src) x += 4;
+      auto rows_at_once = [&](auto n_tag) {
+        constexpr int N = decltype(n_tag)::value;
+        for (; r + N <= blk.n_rows && D >= N; r += N) {
+          const float* src[N];
+          for (int x = 0; x < N; ++x) src[x] = row(r + x);
+          int64_t d = 0;
+          for (; d + N <= D; d += N) {
+            transpose_block<N>(src, qb + d * QR + r, QR);
+            for (auto& x : src) x += N;
+          }
+          for (int x = 0; x < N; ++x)
+            for (int64_t e = 0; d + e < D; ++e) qb[(d + e) * QR + r + x] = src[x][e];
         }
-        for (int x = 0; x < 4; ++x)
-          for (int64_t e = 0; d + e < D; ++e) qb[(d + e) * QR + r + x] = src[x][e];
-      }
+      };
+      rows_at_once(std::integral_constant<int, TB>{});
+      if (TB > 4) rows_at_once(std::integral_constant<int, 4>{});
       for (; r < QR; ++r) {
         const float* src = r < blk.n_rows ? row(r) : nullptr;
         for (int64_t d = 0; d < D; ++d) qb[d * QR + r] = src ? src[d] : 0.0f;
@@ -367,8 +392,9 @@ class PrefillAttention {
     bool all_cover = true, all_miss = true;
     for (int r = 0; r < blk.n_rows; ++r) {
       if (!blk.active[r]) continue;
-      all_cover = all_cover && blk.keys[r].covers(j0, j1);
-      all_miss = all_miss && blk.keys[r].misses(j0, j1);
+      const RowKeys keys = blk.keys(r);
+      all_cover = all_cover && keys.covers(j0, j1);
+      all_miss = all_miss && keys.misses(j0, j1);
     }
     if (all_miss) return TileClass::skip;
     TileClass cls = all_cover ? TileClass::full : TileClass::mixed;
@@ -415,30 +441,51 @@ class PrefillAttention {
 
   // The element-wise rules of the block's rows over tile t, transposed to the lanes' layout:
   // ws.valid [KT][QR] (1 allowed, 0 not) and, with a bias, ws.bias_tile [KT][QR]. Gathered row by
-  // row (element_row: vectorised over the keys), then turned by 4x4 transposes.
-  void element_tiles(Workspace& ws, int64_t b, const Block& blk, int64_t t) const {
+  // row (element_row: vectorised over the keys), then turned by 4x4 transposes. In a mixed tile the
+  // rows' key intervals are folded into `valid` too (so a group masks with one compare per vector),
+  // and `seen` gets each row's "some key here is allowed".
+  void element_tiles(Workspace& ws, int64_t b, const Block& blk, int64_t t, bool masked, float* seen) const {
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
     float* valid_rows = ws.scores.data();  // [QR][KT]
     float* bias_rows = valid_rows + QR * KT;
+    const V iota = S::iota(), zero = S::splat(0.0f);
     for (int r = 0; r < QR; ++r) {
-      if (blk.active[r]) {
-        logits_.element_row(b, blk.h[r], blk.i[r], j0, n, KT, valid_rows + r * KT, bias_rows + r * KT);
-      } else {
-        std::fill_n(valid_rows + r * KT, KT, 0.0f);
+      float* valid = valid_rows + r * KT;
+      seen[r] = 0.0f;
+      if (!blk.active[r]) {
+        std::fill_n(valid, KT, 0.0f);
         if (p_.bias) std::fill_n(bias_rows + r * KT, KT, 0.0f);
+        continue;
       }
+      logits_.element_row(b, blk.h[r], blk.i[r], j0, n, KT, valid, bias_rows + r * KT);
+      if (!masked) continue;
+      if (blk.keys(r).covers(j0, j0 + KT)) {  // the intervals allow the whole tile: `valid` decides
+        M any = zero != zero;
+        for (int c = 0; c < KT; c += W) any = any | (S::load(valid + c) != zero);
+        seen[r] = S::any(any) ? 1.0f : 0.0f;
+        continue;
+      }
+      const V lo = S::splat(blk.lo[r] - float(j0)), hi = S::splat(blk.hi[r] - float(j0)), pe = S::splat(blk.pe[r] - float(j0));
+      M any = zero != zero;
+      for (int c = 0; c < KT; c += W) {
+        const V j = S::splat(float(c)) + iota;
+        const M allow = (((j >= lo) & (j < hi)) | (j < pe)) & (S::load(valid + c) != zero);
+        any = any | allow;
+        S::store(valid + c, S::select(allow, S::splat(1.0f), zero));
+      }
+      seen[r] = S::any(any) ? 1.0f : 0.0f;
     }
     transpose_rows(valid_rows, KT, ws.valid.data());
     if (p_.bias) transpose_rows(bias_rows, KT, ws.bias_tile.data());
   }
 
-  // src [QR][cols] -> dst [cols][QR] (cols a multiple of 4).
+  // src [QR][cols] -> dst [cols][QR] (cols a multiple of TB).
   static void transpose_rows(const float* src, int64_t cols, float* dst) {
-    for (int r = 0; r < QR; r += 4)
-      for (int64_t c = 0; c < cols; c += 4) {
-        const float* rows4[4] = {src + r * cols + c, src + (r + 1) * cols + c, src + (r + 2) * cols + c,
-                                 src + (r + 3) * cols + c};
-        transpose4x4(rows4, dst + c * QR + r, QR);
+    for (int r = 0; r < QR; r += TB)
+      for (int64_t c = 0; c < cols; c += TB) {
+        const float* rows[TB];
+        for (int x = 0; x < TB; ++x) rows[x] = src + (r + x) * cols + c;
+        transpose_block<TB>(rows, dst + c * QR + r, QR);
       }
   }
 
@@ -449,17 +496,12 @@ class PrefillAttention {
     (cls == TileClass::full ? ws.stats.tiles_full : ws.stats.tiles_mixed) += 1;
     const bool masked = cls == TileClass::mixed;
     const bool elementwise = masked && elementwise_;
-    if (elementwise || p_.bias) element_tiles(ws, b, blk, t);
+    alignas(64) float tile_seen[QR];  // element-wise tiles: rows with some key allowed here
+    if (elementwise || p_.bias) element_tiles(ws, b, blk, t, masked, tile_seen);
     const int64_t j0 = t * KT;
     // Keys computed: the whole tile when full; up to the last key an active row may attend when
     // mixed (no row attends past the key length, so K/V rows past it are never read).
-    int64_t n = KT;
-    if (masked) {
-      int64_t key_end = 0;
-      for (int r = 0; r < blk.n_rows; ++r)
-        if (blk.active[r]) key_end = std::max(key_end, blk.keys[r].last_exclusive());
-      n = std::min<int64_t>(KT, key_end - j0);
-    }
+    const int64_t n = masked ? std::min<int64_t>(KT, blk.key_end - j0) : KT;
     const bool guarded = masked && !v_finite(ws, t);  // NaN/inf V: masked keys must not reach P·V
 
     float* state = ws.row_state.data() + s * 3 * QR;
@@ -472,6 +514,7 @@ class PrefillAttention {
       l[r] = S::load(state + QR + r * W);
       seen[r] = S::load(state + 2 * QR + r * W) != S::splat(0.0f);
       if (!masked) seen[r] = seen[r] | (S::load(blk.act + r * W) != S::splat(0.0f));
+      if (elementwise) seen[r] = seen[r] | (S::load(tile_seen + r * W) != S::splat(0.0f));
     }
     for (int64_t g = 0; g * NK < n; ++g) {
       Group grp;
@@ -584,10 +627,14 @@ class PrefillAttention {
     for (int r = 0; r < R; ++r) {
       const V lo = S::load(blk.lo + r * W), hi = S::load(blk.hi + r * W), pe = S::load(blk.pe + r * W);
       for (int j = 0; j < NK; ++j) {
-        const V pos = S::splat(float(jg + j));
-        M allow = ((pos >= lo) & (pos < hi)) | (pos < pe);
-        if (valid) allow = allow & (S::load(valid + j * QR + r * W) != S::splat(0.0f));
-        seen[r] = seen[r] | allow;
+        M allow;
+        if (valid) {  // the intervals are in the tile already, and `seen` was set per tile
+          allow = S::load(valid + j * QR + r * W) != S::splat(0.0f);
+        } else {
+          const V pos = S::splat(float(jg + j));
+          allow = ((pos >= lo) & (pos < hi)) | (pos < pe);
+          seen[r] = seen[r] | allow;
+        }
         x[j][r] = S::select(allow, x[j][r], S::splat(kNegInf));
         if (allow_out) S::store(allow_out + j * QR + r * W, S::select(allow, S::splat(1.0f), S::splat(0.0f)));
       }
@@ -617,7 +664,8 @@ class PrefillAttention {
     bool rescale = false;
     for (int r = 0; r < R; ++r) {
       gmax[r] = x[0][r];
-      for (int j = 1; j < NK; ++j) gmax[r] = S::max_keep_nan(gmax[r], x[j][r]);
+      // A NaN score may be dropped from the max: it makes its row's weight, sum and output NaN anyway.
+      for (int j = 1; j < NK; ++j) gmax[r] = S::max(gmax[r], x[j][r]);
       rescale = rescale || S::any(gmax[r] > m[r] + above);
     }
     if (rescale) {
@@ -744,20 +792,34 @@ class PrefillAttention {
     const int rv = blk.n_rows <= W ? 1 : RV;  // the lanes the block's tier computed
     for (int64_t c = 0; c < Dv; ++c)
       for (int r = 0; r < rv; ++r) S::store(oT + c * QR + r * W, S::load(oT + c * QR + r * W) * S::load(mul + r * W));
-    const int64_t c4 = Dv / 4 * 4;
-    for (int r = 0; r < blk.n_rows; r += 4) {
-      // Four rows at equal distances in memory (one head's consecutive rows): transposed at once.
-      const bool four = r + 4 <= blk.n_rows && out[r] && out[r + 1] && out[r + 2] && out[r + 3] &&
-                        out[r + 2] - out[r + 1] == out[r + 1] - out[r] && out[r + 3] - out[r + 2] == out[r + 1] - out[r];
-      int64_t c = 0;
-      if (four)
-        for (; c < c4; c += 4) {
-          const float* cols[4] = {oT + c * QR + r, oT + (c + 1) * QR + r, oT + (c + 2) * QR + r, oT + (c + 3) * QR + r};
-          transpose4x4(cols, out[r] + c, out[r + 1] - out[r]);
+    // N rows at equal distances in memory (one head's consecutive rows) are written by N x N
+    // transposes (N = TB, then 4); the rest, and the last columns, one by one.
+    int r = 0;
+    auto rows_at_once = [&](auto n_tag) {
+      constexpr int N = decltype(n_tag)::value;
+      const int64_t cn = Dv / N * N;
+      for (; r + N <= blk.n_rows; r += N) {
+        bool equal = out[r] != nullptr;
+        for (int x = 1; x < N && equal; ++x) equal = out[r + x] && out[r + x] - out[r + x - 1] == out[r + 1] - out[r];
+        if (!equal) return;
+        for (int64_t c = 0; c < cn; c += N) {
+          const float* cols[N];
+          for (int x = 0; x < N; ++x) cols[x] = oT + (c + x) * QR + r;
+          transpose_block<N>(cols, out[r] + c, out[r + 1] - out[r]);
         }
-      for (int x = r; x < std::min(r + 4, blk.n_rows); ++x)
-        if (out[x])
-          for (int64_t e = c; e < Dv; ++e) out[x][e] = oT[e * QR + x];
+        for (int x = r; x < r + N; ++x)
+          for (int64_t e = cn; e < Dv; ++e) out[x][e] = oT[e * QR + x];
+      }
+    };
+    while (r < blk.n_rows) {
+      const int before = r;
+      rows_at_once(std::integral_constant<int, TB>{});
+      if (TB > 4) rows_at_once(std::integral_constant<int, 4>{});
+      if (r == before) {  // a row that cannot go with its neighbours
+        if (out[r])
+          for (int64_t e = 0; e < Dv; ++e) out[r][e] = oT[e * QR + r];
+        ++r;
+      }
     }
   }
 };

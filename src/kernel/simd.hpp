@@ -62,6 +62,65 @@ inline void transpose4x4(const float* const rows[4], float* dst, int64_t dst_str
 #endif
 }
 
+// dst[m * dst_stride + i] = rows[i][m] for i, m < N: an N x N block transposed, N = 4, 8 or 16,
+// with the widest shuffles the target has (AVX-512 16x16: 64 shuffles for 256 floats; AVX 8x8: 24
+// for 64), else 4x4 blocks. Moves query rows into lanes and lanes back into output rows.
+template <int N>
+inline void transpose_block(const float* const rows[N], float* dst, int64_t dst_stride) {
+#if defined(__AVX512F__)
+  if constexpr (N == 16) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+      const __m512 a = _mm512_loadu_ps(rows[i]), b = _mm512_loadu_ps(rows[i + 1]);
+      t[i] = _mm512_unpacklo_ps(a, b);      // per 128-bit lane L: a[4L] b[4L] a[4L+1] b[4L+1]
+      t[i + 1] = _mm512_unpackhi_ps(a, b);  // a[4L+2] b[4L+2] a[4L+3] b[4L+3]
+    }
+    for (int q = 0; q < 4; ++q) {  // rows 4q..4q+3: u[4q + c] holds column 4L + c of them in lane L
+      u[4 * q + 0] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; ++c) {  // gather lane L of the four quads: column 4L + c
+      const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+      const __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+      _mm512_storeu_ps(dst + c * dst_stride, _mm512_shuffle_f32x4(x0, y0, 0x88));
+      _mm512_storeu_ps(dst + (4 + c) * dst_stride, _mm512_shuffle_f32x4(x1, y1, 0x88));
+      _mm512_storeu_ps(dst + (8 + c) * dst_stride, _mm512_shuffle_f32x4(x0, y0, 0xdd));
+      _mm512_storeu_ps(dst + (12 + c) * dst_stride, _mm512_shuffle_f32x4(x1, y1, 0xdd));
+    }
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (N == 8) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+      const __m256 a = _mm256_loadu_ps(rows[i]), b = _mm256_loadu_ps(rows[i + 1]);
+      t[i] = _mm256_unpacklo_ps(a, b);
+      t[i + 1] = _mm256_unpackhi_ps(a, b);
+    }
+    for (int q = 0; q < 2; ++q) {
+      u[4 * q + 0] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; ++c) {  // u[c]: column c (low lane) and 4 + c (high lane) of rows 0-3; u[4 + c]: of rows 4-7
+      _mm256_storeu_ps(dst + c * dst_stride, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+      _mm256_storeu_ps(dst + (4 + c) * dst_stride, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+    }
+    return;
+  }
+#endif
+  static_assert(N % 4 == 0, "blocks of 4");
+  for (int i = 0; i < N; i += 4)
+    for (int m = 0; m < N; m += 4) {
+      const float* const quad[4] = {rows[i] + m, rows[i + 1] + m, rows[i + 2] + m, rows[i + 3] + m};
+      transpose4x4(quad, dst + m * dst_stride + i, dst_stride);
+    }
+}
+
 // An element of K or V as float: float as is, uint16_t as IEEE half bits.
 inline float element(float x) { return x; }
 inline float element(uint16_t h) { return half_bits_to_float(h); }
@@ -147,6 +206,9 @@ struct Simd {
   // in `acc` may be replaced: the kernel does not rely on the max to carry NaN, the row sum does.
   // (Do not test NaN with `x != x` here: xsimd 8.1's AVX `!=` is an ordered compare, false for NaN.)
   static V max_keep_nan(const V& acc, const V& x) { return xsimd::select(x < acc, acc, x); }
+  // The lane-wise maximum, with whatever NaN rule the target's max instruction has (x86 maxps keeps
+  // the second operand): for callers whose NaN reaches the result another way.
+  static V max(const V& a, const V& b) { return xsimd::max(a, b); }
   static float hmax(const V& x) {
     alignas(64) float lanes[W];
     x.store_aligned(lanes);
@@ -225,6 +287,7 @@ struct Simd<ScalarArch> {
   static bool any(M m) { return m; }
   static V iota() { return 0.0f; }
   static V max_keep_nan(V acc, V x) { return x < acc ? acc : x; }
+  static V max(V a, V b) { return a < b ? b : a; }
   static float hmax(V x) { return x; }
   static float hsum(V x) { return x; }
   static V reduce_lanes(const V* acc) { return acc[0]; }
