@@ -91,6 +91,10 @@ class PrefillAttention {
     elementwise_ = p.has_elementwise_rules();
     k_direct_ = p.k_type == KVType::f32;
     v_direct_ = p.v_type == KVType::f32;
+    // Plain logits (no softcap, ALiBi or bias; no weights asked for): Q is scaled by scale·log2(e)
+    // as it is loaded, so scores come out in log2 units, ready for exp2 (two multiplies fewer per
+    // score). Not when that factor could overflow Q (|scale·log2 e| > 1: custom scales).
+    log2_ = p.softcap <= 0 && !p.alibi_slopes && !p.bias && !p.weights && std::fabs(p.scale * kLog2e) <= 1.0f;
   }
 
   // Rows of one (batch, kv head): the group's query heads stacked, row f = (h - hkv * group) * Lq + i.
@@ -138,6 +142,7 @@ class PrefillAttention {
   int64_t tiles_ = 0;
   bool elementwise_ = false;
   bool k_direct_ = true, v_direct_ = true;  // rows read in place (float), else converted per tile
+  bool log2_ = false;  // scores (and each row's m) in log2 units: Q carries scale·log2(e)
 
   // One block of QR rows: who they are and which keys they may attend, lane by lane. (Arrays
   // without initializers: a super-block's blocks are filled, not zeroed, on every call.)
@@ -382,6 +387,10 @@ class PrefillAttention {
         const float* src = r < blk.n_rows ? row(r) : nullptr;
         for (int64_t d = 0; d < D; ++d) qb[d * QR + r] = src ? src[d] : 0.0f;
       }
+      if (log2_) {
+        const V f = S::splat(p_.scale * kLog2e);
+        for (int64_t x = 0; x < D * QR; x += W) S::store(qb + x, S::load(qb + x) * f);
+      }
     }
   }
 
@@ -609,7 +618,7 @@ class PrefillAttention {
       const V scale = S::splat(p_.scale / p_.softcap), cap = S::splat(p_.softcap);
       for (int j = 0; j < NK; ++j)
         for (int r = 0; r < R; ++r) x[j][r] = cap * S::tanh(x[j][r] * scale);
-    } else {
+    } else if (!log2_) {
       const V scale = S::splat(p_.scale);
       for (int j = 0; j < NK; ++j)
         for (int r = 0; r < R; ++r) x[j][r] = x[j][r] * scale;
@@ -659,7 +668,14 @@ class PrefillAttention {
   // m stays NaN once NaN; -inf rows (nothing allowed yet) give weights 0, never -inf - -inf.
   template <int R>
   MASKATTN_MICROTILE void softmax_group(V (&x)[NK][R], V (&m)[R], V (&l)[R], float* oT, bool& o_zero) const {
-    const V log2e = S::splat(kLog2e), ninf = S::splat(kNegInf), above = S::splat(kRescaleAbove);
+    if (log2_) softmax_group<R, true>(x, m, l, oT, o_zero);
+    else softmax_group<R, false>(x, m, l, oT, o_zero);
+  }
+  // Log2: x and m are in log2 units (2^(x - m) = e^(x_natural - m_natural)).
+  template <int R, bool Log2>
+  MASKATTN_MICROTILE void softmax_group(V (&x)[NK][R], V (&m)[R], V (&l)[R], float* oT, bool& o_zero) const {
+    const V log2e = S::splat(kLog2e), ninf = S::splat(kNegInf), above = S::splat(Log2 ? kRescaleAbove * kLog2e : kRescaleAbove);
+    auto exp_units = [&](const V& d) { return S::exp2(Log2 ? d : d * log2e); };
     V gmax[R];
     bool rescale = false;
     for (int r = 0; r < R; ++r) {
@@ -672,7 +688,7 @@ class PrefillAttention {
       V alpha[R];
       for (int r = 0; r < R; ++r) {
         const V m_new = S::select(gmax[r] > m[r], gmax[r], m[r]);
-        alpha[r] = S::select(m_new == m[r], S::splat(1.0f), S::exp2((m[r] - m_new) * log2e));
+        alpha[r] = S::select(m_new == m[r], S::splat(1.0f), exp_units(m[r] - m_new));
         l[r] = l[r] * alpha[r];
         m[r] = m_new;
       }
@@ -688,7 +704,7 @@ class PrefillAttention {
       V sum = S::splat(0.0f);
       for (int j = 0; j < NK; ++j) {
         // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
-        x[j][r] = S::exp2((x[j][r] - ms) * log2e);
+        x[j][r] = exp_units(x[j][r] - ms);
         sum = sum + x[j][r];
       }
       l[r] = l[r] + sum;
@@ -778,7 +794,7 @@ class PrefillAttention {
         continue;
       }
       SoftmaxRow st;
-      st.m = state[r];
+      st.m = log2_ ? state[r] * kLn2 : state[r];
       st.l = state[QR + r];
       st.has_key = true;
       const RowScale rs = row_scale(p_, h, st);
