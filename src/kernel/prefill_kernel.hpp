@@ -306,14 +306,21 @@ class PrefillAttention {
           if (cls == TileClass::skip) continue;
           ++visited;
           if ((!k_direct_ || !v_direct_) && !(ws.tile_flags[t] & kConverted)) convert_tile(ws, t);
-          if (blk.n_rows <= W) key_tile<1>(ws, b, blk, s, t, cls);
-          else key_tile<RV>(ws, b, blk, s, t, cls);
+          // A block of fewer rows (the last of a short sequence) computes only the vectors it fills.
+          switch (row_vectors(blk.n_rows)) {
+            case 1: key_tile<1>(ws, b, blk, s, t, cls); break;
+            case 2: key_tile<RV >= 2 ? 2 : RV>(ws, b, blk, s, t, cls); break;
+            default: key_tile<RV>(ws, b, blk, s, t, cls); break;
+          }
         }
       }
     }
     ws.stats.tiles_skipped += tiles_ * n_blocks - visited;
     for (int s = 0; s < n_blocks; ++s) finish_block(ws, b, blocks[s], s);
   }
+
+  // Row vectors a block of n rows computes: 1, 2 (when RV > 2) or RV.
+  static int row_vectors(int n) { return n <= W ? 1 : (RV > 2 && n <= 2 * W) ? 2 : RV; }
 
   void init_block(Block& blk, int64_t b, int64_t hkv, int64_t f0) const {
     blk.f0 = f0;
@@ -720,8 +727,10 @@ class PrefillAttention {
       for (int r = 0; r < R; ++r) p[j][r] = p_in[j][r];
     std::ptrdiff_t vo[NK];
     for (int j = 0; j < NK; ++j) vo[j] = std::ptrdiff_t(j * vst);
-    // Two columns per step: 2R accumulator chains in flight, each NK multiply-adds deep.
-    float* const o_end = oT + (p_.Dv & ~int64_t(1)) * QR;
+    // Two columns per step (2R accumulator chains in flight, each NK multiply-adds deep) where the
+    // registers hold them beside the scores, else one.
+    constexpr bool kTwo = NK * R + 2 * R + 2 < S::kRegisters;
+    float* const o_end = oT + (kTwo ? p_.Dv & ~int64_t(1) : 0) * QR;
     for (; oT != o_end; oT += 2 * QR, v += 2) {
       V o0[R], o1[R];
       for (int r = 0; r < R; ++r) {
@@ -740,7 +749,7 @@ class PrefillAttention {
         S::store(oT + QR + r * W, o1[r]);
       }
     }
-    if (p_.Dv & 1) {
+    for (float* const end = oT + (kTwo ? p_.Dv & 1 : p_.Dv) * QR; oT != end; oT += QR, ++v) {
       V o[R];
       for (int r = 0; r < R; ++r) o[r] = Init ? S::splat(0.0f) : S::load(oT + r * W);
       for (int j = 0; j < NK; ++j) {
@@ -805,7 +814,7 @@ class PrefillAttention {
       if (w) finish_weights_row<Arch>(w, p_.Lk, rs.m, rs.l);
     }
     if (!any) return;
-    const int rv = blk.n_rows <= W ? 1 : RV;  // the lanes the block's tier computed
+    const int rv = row_vectors(blk.n_rows);  // the lanes the block's tier computed
     for (int64_t c = 0; c < Dv; ++c)
       for (int r = 0; r < rv; ++r) S::store(oT + c * QR + r * W, S::load(oT + c * QR + r * W) * S::load(mul + r * W));
     // N rows at equal distances in memory (one head's consecutive rows) are written by N x N

@@ -65,6 +65,12 @@ inline void transpose4x4(const float* const rows[4], float* dst, int64_t dst_str
 // dst[m * dst_stride + i] = rows[i][m] for i, m < N: an N x N block transposed, N = 4, 8 or 16,
 // with the widest shuffles the target has (AVX-512 16x16: 64 shuffles for 256 floats; AVX 8x8: 24
 // for 64), else 4x4 blocks. Moves query rows into lanes and lanes back into output rows.
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 shuffle intrinsics start from _mm512_undefined_ps(), which its -Wuninitialized
+// reports at every use (a false positive: every lane is written).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 template <int N>
 inline void transpose_block(const float* const rows[N], float* dst, int64_t dst_stride) {
 #if defined(__AVX512F__)
@@ -120,6 +126,9 @@ inline void transpose_block(const float* const rows[N], float* dst, int64_t dst_
       transpose4x4(quad, dst + m * dst_stride + i, dst_stride);
     }
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // An element of K or V as float: float as is, uint16_t as IEEE half bits.
 inline float element(float x) { return x; }
