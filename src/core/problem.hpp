@@ -20,9 +20,14 @@ struct RowMajor3 {
 };
 
 // The automatic kernel choice: the decode kernel when a KV head group has at most this many query
-// rows (Hq / Hkv x Lq). Measured crossover (README "Speed"): below it, reading K/V once in place
-// beats packing them for the prefill micro-tiles.
+// rows (Hq / Hkv x Lq), else the prefill kernel. Measured crossovers (README "Which kernel runs"):
+// KV caches of float16, q8 and q4 up to 32 rows (the decode kernel reads them as stored, integer dot
+// products included; the prefill kernel converts them to float); float K and V up to 8 rows on
+// native SIMD targets, and only single rows in WebAssembly SIMD128 (whose prefill kernel, rows in
+// lanes, is 1.9x the decode kernel at 4 rows: GQA decode). The scalar kernel keeps 32.
 constexpr int kDecodeMaxRows = 32;
+constexpr int kDecodeMaxRowsFloat = 8;
+constexpr int kDecodeMaxRowsFloatWasm = 1;
 
 // Longest sequence (Lq, Lk, a cache's positions): the kernels form key positions in fp32 lanes,
 // exact below 2^23. The public maskattn::kMaxSequenceLength (maskattn.hpp), the one definition;

@@ -101,7 +101,11 @@ const char* kernel_name(Kernel k) noexcept {
   return "unknown";
 }
 
-int decode_max_rows() noexcept { return detail::kDecodeMaxRows; }
+int decode_max_rows(Target target, bool float_kv) noexcept {
+  if (target == Target::automatic) target = best_target();
+  if (!float_kv || target == Target::scalar || target == Target::reference) return detail::kDecodeMaxRows;
+  return target == Target::simd128 ? detail::kDecodeMaxRowsFloatWasm : detail::kDecodeMaxRowsFloat;
+}
 
 int target_lanes(Target t) noexcept {
   switch (t) {

@@ -44,11 +44,19 @@ inline int threads_that_pay(const Problem& p, bool decode, int64_t units) {
   return int(std::max<int64_t>(1, std::min<int64_t>({int64_t(p.threads), by_cost, units})));
 }
 
-// Whether the decode kernel runs: few query rows per KV head group (kDecodeMaxRows, core/problem.hpp).
-inline bool use_decode(const Problem& p) {
+// Whether the decode kernel runs: few query rows per KV head group (kDecodeMaxRows and the float
+// limits beside it, core/problem.hpp).
+template <class Arch>
+int decode_max_rows(const Problem& p) {
+  const bool float_kv = p.k_type == KVType::f32 && p.v_type == KVType::f32;
+  if (!float_kv || Simd<Arch>::W == 1) return kDecodeMaxRows;
+  return Simd<Arch>::kRegisters < 16 ? kDecodeMaxRowsFloatWasm : kDecodeMaxRowsFloat;
+}
+template <class Arch>
+bool use_decode(const Problem& p) {
   if (p.kernel == Kernel::decode || p.kernel == Kernel::decode_split) return true;
   if (p.kernel == Kernel::prefill) return false;
-  return p.group * p.Lq <= kDecodeMaxRows;
+  return p.group * p.Lq <= decode_max_rows<Arch>(p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,7 +213,7 @@ void run_decode(const Problem& p) {
 template <class Arch>
 void run_attention(const Problem& p) {
   if (p.B == 0 || p.Hq == 0 || p.Lq == 0) return;
-  if (!use_decode(p)) return run_prefill<Arch>(p);
+  if (!use_decode<Arch>(p)) return run_prefill<Arch>(p);
   run_decode<Arch>(p);
 }
 

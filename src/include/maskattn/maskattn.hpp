@@ -167,11 +167,11 @@ inline constexpr Target kKernelTargets[] = {Target::scalar,  Target::sse2,    Ta
                                             Target::avx512vnni, Target::simd128, Target::neon64};
 
 // Which kernel runs. `automatic` picks by shape: the decode kernel when a KV head group has few query
-// rows (Hq / Hkv x Lq <= decode_max_rows()), the prefill kernel otherwise. Both follow the same
-// contract; forcing one is for tests and benchmarks.
+// rows (Hq / Hkv x Lq <= decode_max_rows(target, float K/V)), the prefill kernel otherwise. Both
+// follow the same contract; forcing one is for tests and benchmarks.
 enum class Kernel {
   automatic,
-  prefill,       // query blocks x key tiles, K/V packed for register-blocked micro-tiles
+  prefill,       // query rows in vector lanes x key groups, scores in registers, K/V read in place
   decode,        // few rows per group: K/V read once in place, keys split across threads
   decode_split,  // decode with the keys always split into the smallest chunks (tests the merge)
 };
@@ -254,8 +254,11 @@ void merge_attention(Span<AttentionPart> parts, const MutableTensor& out, float*
 
 const char* target_name(Target t) noexcept;
 const char* kernel_name(Kernel k) noexcept;
-// Largest query rows per KV head group (Hq / Hkv x Lq) for which `automatic` picks the decode kernel.
-int decode_max_rows() noexcept;
+// Largest query rows per KV head group (Hq / Hkv x Lq) for which `automatic` picks the decode kernel
+// on `target` (automatic = best_target()), for float K/V (attention(), float32 caches) or not
+// (float16, q8, q4 caches): 8 / 32 on native SIMD targets, 1 / 32 in WebAssembly SIMD128, 32 / 32
+// for the scalar kernel (measured crossovers, README "Which kernel runs").
+int decode_max_rows(Target target = Target::automatic, bool float_kv = true) noexcept;
 // The target `automatic` resolves to in this process.
 Target best_target() noexcept;
 // Whether a target can run here (compiled in and supported by the CPU).
