@@ -237,40 +237,30 @@ class PrefillAttention {
   // K and V rows of the NK keys from jg (nk of them real): base pointers and row strides. In place
   // when the rows are float and NK consecutive rows lie at a fixed stride; else (a ring's wrap, a
   // page's end, the last keys of a sequence) copied into ws.edge_rows, zero past nk.
-  void group_rows(Workspace& ws, int64_t t, int64_t jg, int nk, const float*& k, int64_t& kst, const float*& v,
+  void group_rows(Workspace& ws, int64_t jg, int nk, const float*& k, int64_t& kst, const float*& v,
                   int64_t& vst) const {
-    const int64_t off = jg - t * KT;
     const bool in_place = nk == NK && p_.contiguous_keys(jg) >= NK;
-    if (!k_direct_) {
-      k = ws.ktiles.data() + (t * KT + off) * p_.D;
-      kst = p_.D;
-    } else if (in_place) {
-      k = static_cast<const float*>(p_.key_row(ws.b, ws.hkv, jg));
-      kst = p_.ks.l;
-    } else {
-      float* e = ws.edge_rows.data();
-      for (int j = 0; j < NK; ++j) {
-        if (j < nk) std::memcpy(e + j * p_.D, p_.key_row(ws.b, ws.hkv, jg + j), sizeof(float) * size_t(p_.D));
-        else std::fill(e + j * p_.D, e + (j + 1) * p_.D, 0.0f);
+    auto side = [&](bool direct, const float* converted, int64_t width, int64_t stride, float* edge, auto&& row_of,
+                    const float*& base, int64_t& step) {
+      if (!direct) {
+        base = converted + jg * width;  // tile t's rows start at t * KT: key jg is row jg
+        step = width;
+      } else if (in_place) {
+        base = static_cast<const float*>(row_of(jg));
+        step = stride;
+      } else {
+        for (int j = 0; j < NK; ++j) {
+          if (j < nk) std::memcpy(edge + j * width, row_of(jg + j), sizeof(float) * size_t(width));
+          else std::fill(edge + j * width, edge + (j + 1) * width, 0.0f);
+        }
+        base = edge;
+        step = width;
       }
-      k = e;
-      kst = p_.D;
-    }
-    if (!v_direct_) {
-      v = ws.vtiles.data() + (t * KT + off) * p_.Dv;
-      vst = p_.Dv;
-    } else if (in_place) {
-      v = static_cast<const float*>(p_.value_row(ws.b, ws.hkv, jg));
-      vst = p_.vs.l;
-    } else {
-      float* e = ws.edge_rows.data() + NK * p_.D;
-      for (int j = 0; j < NK; ++j) {
-        if (j < nk) std::memcpy(e + j * p_.Dv, p_.value_row(ws.b, ws.hkv, jg + j), sizeof(float) * size_t(p_.Dv));
-        else std::fill(e + j * p_.Dv, e + (j + 1) * p_.Dv, 0.0f);
-      }
-      v = e;
-      vst = p_.Dv;
-    }
+    };
+    side(k_direct_, ws.ktiles.data(), p_.D, p_.ks.l, ws.edge_rows.data(),
+         [&](int64_t j) { return p_.key_row(ws.b, ws.hkv, j); }, k, kst);
+    side(v_direct_, ws.vtiles.data(), p_.Dv, p_.vs.l, ws.edge_rows.data() + NK * p_.D,
+         [&](int64_t j) { return p_.value_row(ws.b, ws.hkv, j); }, v, vst);
   }
 
   // ---------------------------------------------------------------- one super-block
@@ -536,7 +526,7 @@ class PrefillAttention {
       Group grp;
       grp.jg = j0 + g * NK;
       grp.nk = int(std::min<int64_t>(NK, n - g * NK));
-      group_rows(ws, t, grp.jg, grp.nk, grp.k, grp.kst, grp.v, grp.vst);
+      group_rows(ws, grp.jg, grp.nk, grp.k, grp.kst, grp.v, grp.vst);
       grp.qb = qb;
       grp.oT = oT;
       grp.blk = &blk;
