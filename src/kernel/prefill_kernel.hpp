@@ -297,10 +297,13 @@ class PrefillAttention {
           ++visited;
           if ((!k_direct_ || !v_direct_) && !(ws.tile_flags[t] & kConverted)) convert_tile(ws, t);
           // A block of fewer rows (the last of a short sequence) computes only the vectors it fills.
-          switch (row_vectors(blk.n_rows)) {
-            case 1: key_tile<1>(ws, b, blk, s, t, cls); break;
-            case 2: key_tile<RV >= 2 ? 2 : RV>(ws, b, blk, s, t, cls); break;
-            default: key_tile<RV>(ws, b, blk, s, t, cls); break;
+          const int rv = row_vectors(blk.n_rows);
+          if constexpr (kRowTiers) {
+            if (rv == 1) key_tile<1>(ws, b, blk, s, t, cls);
+            else if (rv == 2) key_tile<RV >= 2 ? 2 : RV>(ws, b, blk, s, t, cls);
+            else key_tile<RV>(ws, b, blk, s, t, cls);
+          } else {
+            key_tile<RV>(ws, b, blk, s, t, cls);
           }
         }
       }
@@ -310,7 +313,13 @@ class PrefillAttention {
   }
 
   // Row vectors a block of n rows computes: 1, 2 (when RV > 2) or RV.
-  static int row_vectors(int n) { return n <= W ? 1 : (RV > 2 && n <= 2 * W) ? 2 : RV; }
+  // Native SIMD only: in WebAssembly (and the scalar kernel) each tier is one more copy of the
+  // group step in the download (+15% for the tiers), for blocks a short sequence rarely has.
+  static constexpr bool kRowTiers = W > 1 && S::kRegisters >= 16;
+  static int row_vectors(int n) {
+    if (!kRowTiers) return RV;
+    return n <= W ? 1 : (RV > 2 && n <= 2 * W) ? 2 : RV;
+  }
 
   void init_block(Block& blk, int64_t b, int64_t hkv, int64_t f0) const {
     blk.f0 = f0;
