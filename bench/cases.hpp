@@ -84,6 +84,14 @@ inline std::vector<CaseDef> make_cases() {
     for (int b = 0; b < 16; ++b) c.p.key_lengths.push_back(int32_t(std::lround(16 + (128 - 16) * b / 15.0)));
     cases.push_back(std::move(c));
   }
+  {
+    // A padded batch of a short-sequence model (issue 19's "key padding" case): 4 sequences of
+    // 64..256 tokens padded to 256, 8 heads of 64.
+    CaseDef c = dense("12", "key padding 4x8x256x64", false, 4, 8, 8, 256, 256, 64, false,
+                      "key_lengths 64, 128, 192, 256 (padded to 256)");
+    for (int b = 0; b < 4; ++b) c.p.key_lengths.push_back(64 + 64 * b);
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 

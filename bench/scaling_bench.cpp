@@ -46,7 +46,7 @@ std::vector<int> default_threads(int cores) {
 int main(int argc, char** argv) {
   const int cores = int(std::thread::hardware_concurrency());
   std::vector<int> threads = default_threads(cores);
-  std::vector<std::string> only = {"1", "2", "3", "4", "5", "6", "8", "11"};
+  std::vector<std::string> only = {"1", "2", "3", "4", "5", "6", "8", "11", "12"};
   double budget = 2.0;
   std::string json_path;
   for (int a = 1; a < argc; ++a) {

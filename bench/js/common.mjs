@@ -20,6 +20,8 @@ export const CASES = [
   { id: '10', name: 'dense 1x12x1024x128', B: 1, Hq: 12, Hkv: 12, Lq: 1024, Lk: 1024, D: 128, native: true },
   // Sentence embeddings (MiniLM-sized batch): key lengths 16..128 spread evenly over the batch.
   { id: '11', name: 'encoder 16x12x128x32 ragged', B: 16, Hq: 12, Hkv: 12, Lq: 128, Lk: 128, D: 32, ragged: true, minKeys: 16, native: true, wasm: true },
+  // A padded batch of a short-sequence model: key lengths 64, 128, 192, 256.
+  { id: '12', name: 'key padding 4x8x256x64', B: 4, Hq: 8, Hkv: 8, Lq: 256, Lk: 256, D: 64, ragged: true, minKeys: 64, native: true, wasm: true },
   { id: 's', name: 'one small call 1x1x16x16', B: 1, Hq: 1, Hkv: 1, Lq: 16, Lk: 16, D: 16, causal: true, wasm: true },
 ];
 
