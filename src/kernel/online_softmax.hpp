@@ -27,7 +27,6 @@ namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 template <class Arch>
 struct OnlineSoftmax {

@@ -91,10 +91,6 @@ class PrefillAttention {
     elementwise_ = p.has_elementwise_rules();
     k_direct_ = p.k_type == KVType::f32;
     v_direct_ = p.v_type == KVType::f32;
-    // Plain logits (no softcap, ALiBi or bias; no weights asked for): Q is scaled by scale·log2(e)
-    // as it is loaded, so scores come out in log2 units, ready for exp2 (two multiplies fewer per
-    // score). Not when that factor could overflow Q (|scale·log2 e| > 1: custom scales).
-    log2_ = p.softcap <= 0 && !p.alibi_slopes && !p.bias && !p.weights && std::fabs(p.scale * kLog2e) <= 1.0f;
   }
 
   // Rows of one (batch, kv head): the group's query heads stacked, row f = (h - hkv * group) * Lq + i.
@@ -142,7 +138,6 @@ class PrefillAttention {
   int64_t tiles_ = 0;
   bool elementwise_ = false;
   bool k_direct_ = true, v_direct_ = true;  // rows read in place (float), else converted per tile
-  bool log2_ = false;  // scores (and each row's m) in log2 units: Q carries scale·log2(e)
 
   // One block of QR rows: who they are and which keys they may attend, lane by lane. (Arrays
   // without initializers: a super-block's blocks are filled, not zeroed, on every call.)
@@ -393,10 +388,6 @@ class PrefillAttention {
         const float* src = r < blk.n_rows ? row(r) : nullptr;
         for (int64_t d = 0; d < D; ++d) qb[d * QR + r] = src ? src[d] : 0.0f;
       }
-      if (log2_) {
-        const V f = S::splat(p_.scale * kLog2e);
-        for (int64_t x = 0; x < D * QR; x += W) S::store(qb + x, S::load(qb + x) * f);
-      }
     }
   }
 
@@ -624,7 +615,7 @@ class PrefillAttention {
       const V scale = S::splat(p_.scale / p_.softcap), cap = S::splat(p_.softcap);
       for (int j = 0; j < NK; ++j)
         for (int r = 0; r < R; ++r) x[j][r] = cap * S::tanh(x[j][r] * scale);
-    } else if (!log2_) {
+    } else {
       const V scale = S::splat(p_.scale);
       for (int j = 0; j < NK; ++j)
         for (int r = 0; r < R; ++r) x[j][r] = x[j][r] * scale;
@@ -672,16 +663,13 @@ class PrefillAttention {
   // Online softmax of the group, lane by lane: x becomes e^(x - m). m moves (and l and Oᵀ are
   // rescaled by e^(m_old - m_new)) only when some row's group max exceeds its m by kRescaleAbove.
   // m stays NaN once NaN; -inf rows (nothing allowed yet) give weights 0, never -inf - -inf.
+  // (Scores stay in natural units: scaling Q by scale·log2 e as it is loaded saved two multiplies a
+  // score, but that constant's rounding is one systematic error on every logit difference, 10x the
+  // plain fp32 error on logits near 1e4: tests/js/onnx-oracle.test.mjs.)
   template <int R>
   MASKATTN_MICROTILE void softmax_group(V (&x)[NK][R], V (&m)[R], V (&l)[R], float* oT, bool& o_zero) const {
-    if (log2_) softmax_group<R, true>(x, m, l, oT, o_zero);
-    else softmax_group<R, false>(x, m, l, oT, o_zero);
-  }
-  // Log2: x and m are in log2 units (2^(x - m) = e^(x_natural - m_natural)).
-  template <int R, bool Log2>
-  MASKATTN_MICROTILE void softmax_group(V (&x)[NK][R], V (&m)[R], V (&l)[R], float* oT, bool& o_zero) const {
-    const V log2e = S::splat(kLog2e), ninf = S::splat(kNegInf), above = S::splat(Log2 ? kRescaleAbove * kLog2e : kRescaleAbove);
-    auto exp_units = [&](const V& d) { return S::exp2(Log2 ? d : d * log2e); };
+    const V log2e = S::splat(kLog2e), ninf = S::splat(kNegInf), above = S::splat(kRescaleAbove);
+    auto exp_units = [&](const V& d) { return S::exp2(d * log2e); };
     V gmax[R];
     bool rescale = false;
     for (int r = 0; r < R; ++r) {
@@ -802,7 +790,7 @@ class PrefillAttention {
         continue;
       }
       SoftmaxRow st;
-      st.m = log2_ ? state[r] * kLn2 : state[r];
+      st.m = state[r];
       st.l = state[QR + r];
       st.has_key = true;
       const RowScale rs = row_scale(p_, h, st);
