@@ -53,11 +53,6 @@ inline namespace MASKATTN_KERNEL_NS {
 #else
 #define MASKATTN_MICROTILE inline
 #endif
-#if defined(__wasm__)
-#define MASKATTN_MICROTILE_STEP MASKATTN_NOINLINE
-#else
-#define MASKATTN_MICROTILE_STEP MASKATTN_MICROTILE
-#endif
 
 template <class Arch>
 class PrefillAttention {
@@ -504,15 +499,9 @@ class PrefillAttention {
     const bool elementwise = masked && elementwise_;
     alignas(64) float tile_seen[QR];  // element-wise tiles: rows with some key allowed here
     if (elementwise || p_.bias) element_tiles(ws, b, blk, t, masked, tile_seen);
-    const int64_t j0 = t * KT;
-    // Keys computed: the whole tile when full; up to the last key an active row may attend when
-    // mixed (no row attends past the key length, so K/V rows past it are never read).
-    const int64_t n = masked ? std::min<int64_t>(KT, blk.key_end - j0) : KT;
     const bool guarded = masked && !v_finite(ws, t);  // NaN/inf V: masked keys must not reach P·V
 
     float* state = ws.row_state.data() + s * 3 * QR;
-    float* oT = ws.oacc.data() + s * QR * p_.Dv;
-    const float* qb = ws.qblock.data() + s * QR * p_.D;
     V m[R], l[R];
     M seen[R];
     for (int r = 0; r < R; ++r) {
@@ -522,6 +511,35 @@ class PrefillAttention {
       if (!masked) seen[r] = seen[r] | (S::load(blk.act + r * W) != S::splat(0.0f));
       if (elementwise) seen[r] = seen[r] | (S::load(tile_seen + r * W) != S::splat(0.0f));
     }
+#if defined(__wasm__)
+    // Binaryen (emcc -O3) inlines every function that has a single caller, whatever its size, and
+    // V8 then allocates registers across one huge function: the group steps measured 1.5x slower in
+    // Node that way. A call through a pointer it cannot see through keeps a tile's groups a function.
+    static void (*volatile groups)(PrefillAttention*, Workspace&, int64_t, Block&, int64_t, int64_t, bool, bool, bool, V (&)[R], V (&)[R], M (&)[R]) =
+        [](PrefillAttention* self, Workspace& ws_, int64_t b_, Block& blk_, int64_t s_, int64_t t_, bool masked_, bool guarded_, bool ew_, V (&m_)[R], V (&l_)[R], M (&seen_)[R]) {
+          self->tile_groups<R>(ws_, b_, blk_, s_, t_, masked_, guarded_, ew_, m_, l_, seen_);
+        };
+    groups(this, ws, b, blk, s, t, masked, guarded, elementwise, m, l, seen);
+#else
+    tile_groups<R>(ws, b, blk, s, t, masked, guarded, elementwise, m, l, seen);
+#endif
+    for (int r = 0; r < R; ++r) {
+      S::store(state + r * W, m[r]);
+      S::store(state + QR + r * W, l[r]);
+      S::store(state + 2 * QR + r * W, S::select(seen[r], S::splat(1.0f), S::splat(0.0f)));
+    }
+  }
+
+  // The groups of NK keys of block s over tile t, each through group_step.
+  template <int R>
+  MASKATTN_MICROTILE void tile_groups(Workspace& ws, int64_t b, Block& blk, int64_t s, int64_t t, bool masked, bool guarded, bool elementwise,
+                                      V (&m)[R], V (&l)[R], M (&seen)[R]) {
+    const int64_t j0 = t * KT;
+    // Keys computed: the whole tile when full; up to the last key an active row may attend when
+    // mixed (no row attends past the key length, so K/V rows past it are never read).
+    const int64_t n = masked ? std::min<int64_t>(KT, blk.key_end - j0) : KT;
+    float* oT = ws.oacc.data() + s * QR * p_.Dv;
+    const float* qb = ws.qblock.data() + s * QR * p_.D;
     for (int64_t g = 0; g * NK < n; ++g) {
       Group grp;
       grp.jg = j0 + g * NK;
@@ -536,21 +554,7 @@ class PrefillAttention {
       grp.valid = elementwise ? ws.valid.data() + g * NK * QR : nullptr;
       grp.bias = p_.bias ? ws.bias_tile.data() + g * NK * QR : nullptr;
       grp.scratch = ws.scores.data();
-#if defined(__wasm__)
-      // Binaryen (emcc -O3) inlines every function that has a single caller, whatever its size, and
-      // V8 then allocates registers across one huge function: the group step measured 1.5x slower in
-      // Node that way. A call through a pointer it cannot see through keeps the step a function.
-      static void (*volatile step)(const PrefillAttention*, const Group&, V (&)[R], V (&)[R], M (&)[R], bool&) =
-          [](const PrefillAttention* self, const Group& g_, V (&m_)[R], V (&l_)[R], M (&s_)[R], bool& z_) { self->group_step<R>(g_, m_, l_, s_, z_); };
-      step(this, grp, m, l, seen, blk.o_zero);
-#else
       group_step<R>(grp, m, l, seen, blk.o_zero);
-#endif
-    }
-    for (int r = 0; r < R; ++r) {
-      S::store(state + r * W, m[r]);
-      S::store(state + QR + r * W, l[r]);
-      S::store(state + 2 * QR + r * W, S::select(seen[r], S::splat(1.0f), S::splat(0.0f)));
     }
   }
 
@@ -568,7 +572,7 @@ class PrefillAttention {
 
   // Q·Kᵀ, logits and masks, the softmax and P·V of one group, its scores in registers throughout.
   template <int R>
-  MASKATTN_MICROTILE_STEP void group_step(const Group& g, V (&m)[R], V (&l)[R], M (&seen)[R], bool& o_zero) const {
+  MASKATTN_MICROTILE void group_step(const Group& g, V (&m)[R], V (&l)[R], M (&seen)[R], bool& o_zero) const {
     V x[NK][R];
     qk_group<R>(g.qb, g.k, g.kst, x);
     logits_group<R>(x, *g.blk, g.jg, g.masked, g.valid, g.bias, seen, g.guarded ? g.scratch : nullptr);
