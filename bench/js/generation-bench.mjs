@@ -38,12 +38,12 @@ const P = args.prompt, N = args.tokens, TOTAL = P + N;
 ort.env.wasm.numThreads = 1;
 ort.env.logLevel = 'error';
 
-const ma = await init({ simd: true });
+const ma = await init({ simd: true, threads: 1 });  // one thread, as onnxruntime-web (init's default is every core)
 const info = machine();
 const ortVersion = ort.env.versions?.web ?? ort.env.versions?.common ?? '?';
 console.log(`generation, attention step of one layer: B=${B}, ${Hq} query heads / ${Hkv} KV heads, D=${D}; ` +
   `prompt ${P} tokens (random K/V), then ${N} tokens${args.quick ? ' (QUICK run)' : ''}`);
-console.log(`maskattn ${ma.backend.version} ${ma.backend.arch} (${ma.backend.lanes} lanes); onnxruntime-web ${ortVersion} wasm, 1 thread; ` +
+console.log(`maskattn ${ma.backend.version} ${ma.backend.build} (${ma.backend.arch}, ${ma.backend.lanes} lanes, ${ma.backend.threads} thread); onnxruntime-web ${ortVersion} wasm, 1 thread; ` +
   `Node ${process.versions.node}; ${info.cpu}, ${info.cores} cores; ${info.date}`);
 
 // Inputs: the prompt's K/V [B, Hkv, P, D] and, per token, q [B, Hq, 1, D] and k, v [B, Hkv, 1, D].

@@ -18,7 +18,7 @@ const TREE = [-1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 5, 5, 8, 8, 11];
 
 const ma = await init();
 const info = machine();
-console.log(`paged and forked caches, tree verification in WebAssembly (${ma.backend.arch}, Node ${process.versions.node}), ` +
+console.log(`paged and forked caches, tree verification in WebAssembly (${ma.backend.build}, ${ma.backend.threads} thread${ma.backend.threads > 1 ? 's' : ''}, Node ${process.versions.node}), ` +
   `${info.cpu}; ${info.date}${quick ? ' (QUICK run)' : ''}; B=1 Hq=${Hq} Hkv=${Hkv} L=${L} D=${D}, median of ${REPS}`);
 
 const random = rng(5);
