@@ -47,7 +47,7 @@ namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
 // The steps of a group are inlined into one function: its scores stay in registers from Q·Kᵀ to
-// P·V. (In WebAssembly that function is kept apart from its caller: see key_tile.)
+// P·V. (In WebAssembly a tile's groups are one function, kept apart from its caller: see key_tile.)
 #if defined(__GNUC__)
 #define MASKATTN_MICROTILE __attribute__((always_inline)) inline
 #else
