@@ -499,8 +499,6 @@ class PrefillAttention {
     const bool elementwise = masked && elementwise_;
     alignas(64) float tile_seen[QR];  // element-wise tiles: rows with some key allowed here
     if (elementwise || p_.bias) element_tiles(ws, b, blk, t, masked, tile_seen);
-    const bool guarded = masked && !v_finite(ws, t);  // NaN/inf V: masked keys must not reach P·V
-
     float* state = ws.row_state.data() + s * 3 * QR;
     V m[R], l[R];
     M seen[R];
@@ -515,13 +513,13 @@ class PrefillAttention {
     // Binaryen (emcc -O3) inlines every function that has a single caller, whatever its size, and
     // V8 then allocates registers across one huge function: the group steps measured 1.5x slower in
     // Node that way. A call through a pointer it cannot see through keeps a tile's groups a function.
-    static void (*volatile groups)(PrefillAttention*, Workspace&, int64_t, Block&, int64_t, int64_t, bool, bool, bool, V (&)[R], V (&)[R], M (&)[R]) =
-        [](PrefillAttention* self, Workspace& ws_, int64_t b_, Block& blk_, int64_t s_, int64_t t_, bool masked_, bool guarded_, bool ew_, V (&m_)[R], V (&l_)[R], M (&seen_)[R]) {
-          self->tile_groups<R>(ws_, b_, blk_, s_, t_, masked_, guarded_, ew_, m_, l_, seen_);
+    static void (*volatile groups)(PrefillAttention*, Workspace&, int64_t, Block&, int64_t, int64_t, bool, V (&)[R], V (&)[R], M (&)[R]) =
+        [](PrefillAttention* self, Workspace& ws_, int64_t b_, Block& blk_, int64_t s_, int64_t t_, bool masked_, V (&m_)[R], V (&l_)[R], M (&seen_)[R]) {
+          self->tile_groups<R>(ws_, b_, blk_, s_, t_, masked_, m_, l_, seen_);
         };
-    groups(this, ws, b, blk, s, t, masked, guarded, elementwise, m, l, seen);
+    groups(this, ws, b, blk, s, t, masked, m, l, seen);
 #else
-    tile_groups<R>(ws, b, blk, s, t, masked, guarded, elementwise, m, l, seen);
+    tile_groups<R>(ws, b, blk, s, t, masked, m, l, seen);
 #endif
     for (int r = 0; r < R; ++r) {
       S::store(state + r * W, m[r]);
@@ -532,8 +530,9 @@ class PrefillAttention {
 
   // The groups of NK keys of block s over tile t, each through group_step.
   template <int R>
-  MASKATTN_MICROTILE void tile_groups(Workspace& ws, int64_t b, Block& blk, int64_t s, int64_t t, bool masked, bool guarded, bool elementwise,
-                                      V (&m)[R], V (&l)[R], M (&seen)[R]) {
+  MASKATTN_MICROTILE void tile_groups(Workspace& ws, int64_t b, Block& blk, int64_t s, int64_t t, bool masked, V (&m)[R], V (&l)[R], M (&seen)[R]) {
+    const bool elementwise = masked && elementwise_;
+    const bool guarded = masked && !v_finite(ws, t);  // NaN/inf V: masked keys must not reach P·V
     const int64_t j0 = t * KT;
     // Keys computed: the whole tile when full; up to the last key an active row may attend when
     // mixed (no row attends past the key length, so K/V rows past it are never read).
@@ -673,7 +672,7 @@ class PrefillAttention {
   template <int R>
   MASKATTN_MICROTILE void softmax_group(V (&x)[NK][R], V (&m)[R], V (&l)[R], float* oT, bool& o_zero) const {
     const V log2e = S::splat(kLog2e), ninf = S::splat(kNegInf), above = S::splat(kRescaleAbove);
-    auto exp_units = [&](const V& d) { return S::exp2(d * log2e); };
+    auto exp = [&](const V& d) { return S::exp2(d * log2e); };  // e^d
     V gmax[R];
     bool rescale = false;
     for (int r = 0; r < R; ++r) {
@@ -686,7 +685,7 @@ class PrefillAttention {
       V alpha[R];
       for (int r = 0; r < R; ++r) {
         const V m_new = S::select(gmax[r] > m[r], gmax[r], m[r]);
-        alpha[r] = S::select(m_new == m[r], S::splat(1.0f), exp_units(m[r] - m_new));
+        alpha[r] = S::select(m_new == m[r], S::splat(1.0f), exp(m[r] - m_new));
         l[r] = l[r] * alpha[r];
         m[r] = m_new;
       }
@@ -702,7 +701,7 @@ class PrefillAttention {
       V sum = S::splat(0.0f);
       for (int j = 0; j < NK; ++j) {
         // (x - m) * log2(e) rather than x*log2(e) - m*log2(e): no overflow for |x| near FLT_MAX.
-        x[j][r] = exp_units(x[j][r] - ms);
+        x[j][r] = exp(x[j][r] - ms);
         sum = sum + x[j][r];
       }
       l[r] = l[r] + sum;
