@@ -2,11 +2,43 @@
 // out), and the factories of the objects that keep memory in wasm across calls (workspace.js,
 // kv-cache.js). Reading is read.js's, planning plan.js's, the call wasm-call.js's.
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
-import { check4, checkLayout, ownFields, shapeOf } from './read.js';
+import { check4, checkLayout, entries, isArray, ownFields, shapeOf } from './read.js';
 import { callOptions, planCall } from './plan.js';
 import { Wire } from './wasm-call.js';
 import { Workspace } from './workspace.js';
 import { KVCache } from './kv-cache.js';
+
+// Most parts one mergeAttention() call takes: far more than any cascade (a shared prefix and a few
+// suffixes), and a bound on what a Proxy claiming a huge length can make the call read.
+export const MAX_MERGE_PARTS = 65536;
+
+// The parts of mergeAttention(), read once each by index into a plain array of records (the
+// caller's own map, iterator or getters are never called; a hole is parts[i], not skipped), all
+// of parts[0]'s shape.
+function readParts(parts, wire) {
+  if (!isArray(parts, 'parts')) throw new MaskAttnTypeError('parts', `must be an array of { output, lse }, given ${describe(parts)}`);
+  const list = entries(parts, MAX_MERGE_PARTS, 'parts');
+  if (!list.values) throw new MaskAttnRangeError('parts', `must hold at most ${MAX_MERGE_PARTS} parts, given ${list.length}`);
+  if (list.length === 0) throw new MaskAttnRangeError('parts', 'must hold at least one part');
+  const known = new Set(['output', 'lse']);
+  const read = [];
+  for (let i = 0; i < list.length; ++i) {
+    const name = `parts[${i}]`;
+    const f = ownFields(list.values[i], name, known, '{ output, lse }');
+    const dims = check4(shapeOf(f.output, `${name}.output`), `${name}.output`, 'bhld', wire.limits);
+    if (i > 0 && dims.some((d, k) => d !== read[0].dims[k]))
+      throw new MaskAttnRangeError(`${name}.output`, `shape must be parts[0]'s [${read[0].dims.join(', ')}], given [${dims.join(', ')}]`);
+    const lseDims = shapeOf(f.lse, `${name}.lse`);
+    if (lseDims.length !== 3 || lseDims.some((d, k) => d !== dims[k]))
+      throw new MaskAttnRangeError(`${name}.lse`, `shape must be [B, H, L] = [${dims.slice(0, 3).join(', ')}] (its output's), given [${lseDims.join(', ')}]`);
+    read.push({
+      dims,
+      output: wire.input(f.output, `${name}.output`, dims, ['Float32Array']),
+      lse: wire.input(f.lse, `${name}.lse`, lseDims, ['Float32Array']),
+    });
+  }
+  return read;
+}
 
 /** A loaded module. Obtain with `await init()`. */
 export class MaskAttn {
@@ -83,45 +115,31 @@ export class MaskAttn {
    */
   mergeAttention(parts) {
     const wire = this._wire;
-    if (!Array.isArray(parts)) throw new MaskAttnTypeError('parts', `must be an array of { output, lse }, given ${describe(parts)}`);
-    const known = new Set(['output', 'lse']);
-    const read = parts.map((p, i) => {
-      const name = `parts[${i}]`;
-      const f = ownFields(p, name, known, '{ output, lse }');
-      const dims = check4(shapeOf(f.output, `${name}.output`), `${name}.output`, 'bhld', wire.limits);
-      const lseDims = shapeOf(f.lse, `${name}.lse`);
-      if (lseDims.length !== 3 || lseDims.some((d, k) => d !== dims[k]))
-        throw new MaskAttnRangeError(`${name}.lse`, `shape must be [B, H, L] = [${dims.slice(0, 3).join(', ')}] (its output's), given [${lseDims.join(', ')}]`);
-      return {
-        dims,
-        output: wire.input(f.output, `${name}.output`, dims, ['Float32Array']),
-        lse: wire.input(f.lse, `${name}.lse`, lseDims, ['Float32Array']),
-      };
-    });
-    const dims = read.length ? read[0].dims : [0, 0, 0, 0];  // none: the library names `parts`
-    // The call passes one shape for all parts (the first's): the others are checked here.
-    read.forEach((r, i) => {
-      if (r.dims.some((d, k) => d !== dims[k]))
-        throw new MaskAttnRangeError(`parts[${i}].output`, `shape must be parts[0]'s [${dims.join(', ')}], given [${r.dims.join(', ')}]`);
-    });
-    const [B, H, L, Dv] = dims;
+    const read = readParts(parts, wire);
+    const [B, H, L, Dv] = read[0].dims;
+    const output = { data: new Float32Array(0), shape: [B, H, L, Dv] };
+    const lse = { data: new Float32Array(0), shape: [B, H, L] };
+    if (B * H * L === 0) return { output, lse };  // no rows: an empty answer at once
     const m = this._m;
     return wire.scoped((alloc) => {
-      // Ownership: every block belongs to this call.
-      const table = alloc(8 * Math.max(1, read.length));
+      // Ownership: every block belongs to this call, each sized from the parts as read and checked
+      // here (readParts), never from anything the caller's objects say afterwards.
+      const table = alloc(8 * read.length);
       const ptrs = read.map((r) => ({ output: alloc(r.output.bytes), lse: alloc(r.lse.bytes) }));
       const out = alloc(B * H * L * Dv * 4);
-      const lse = alloc(B * H * L * 4);
+      const outLse = alloc(B * H * L * 4);
+      const addresses = new Uint32Array(2 * read.length);  // as the uint32 the library reads
       read.forEach((r, i) => {
         wire.copyIn(ptrs[i].output, r.output);
         wire.copyIn(ptrs[i].lse, r.lse);
+        addresses[2 * i] = ptrs[i].output;
+        addresses[2 * i + 1] = ptrs[i].lse;
       });
-      m.HEAP32.set(ptrs.flatMap((p) => [p.output, p.lse]), table >>> 2);  // addresses, as the uint32 the library reads
-      wire.check(m.mergeAttention(table, read.length, B, H, L, Dv, out, lse));
-      return {
-        output: { data: m.HEAPF32.slice(out >>> 2, (out >>> 2) + B * H * L * Dv), shape: [B, H, L, Dv] },
-        lse: { data: m.HEAPF32.slice(lse >>> 2, (lse >>> 2) + B * H * L), shape: [B, H, L] },
-      };
+      new Uint32Array(m.HEAPU8.buffer, table, addresses.length).set(addresses);
+      wire.check(m.mergeAttention(table, read.length, B, H, L, Dv, out, outLse));
+      output.data = m.HEAPF32.slice(out >>> 2, (out >>> 2) + B * H * L * Dv);
+      lse.data = m.HEAPF32.slice(outLse >>> 2, (outLse >>> 2) + B * H * L);
+      return { output, lse };
     });
   }
 }

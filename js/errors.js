@@ -48,6 +48,7 @@ export function typedPlace(x) {
  */
 export function describe(x) {
   if (x === null) return 'null';
+  if (x === undefined) return 'undefined';
   const kind = typedKind(x);
   if (kind !== undefined) return `a ${kind} of length ${typedLength(x)}`;
   if (typeof x === 'function') return 'a function';

@@ -2,8 +2,8 @@
 // handle), for token-by-token generation: append, attend, truncate, reset, dispose. Its
 // configuration is read by plan.js's CACHE_CONFIG table; attend() plans like attention() (plan.js)
 // over the cache's logical K/V; every call goes through the module's Wire (wasm-call.js).
-import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind, typedLength } from './errors.js';
-import { check4, checkLayout, count, isArray, ownFields, shapeOf, toInt32 } from './read.js';
+import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
+import { check4, checkLayout, count, ownFields, shapeOf, toInt32, toInt32List } from './read.js';
 import { callOptions, logical, planCache, planCall } from './plan.js';
 
 const APPEND_OPTIONS = new Set(['counts', 'layout']);
@@ -13,13 +13,6 @@ const APPEND_OPTIONS = new Set(['counts', 'layout']);
 const SCRATCH_KEEP = 1 << 20;
 
 const align16 = (bytes) => Math.ceil(bytes / 16) * 16;
-
-// The length of an index array argument (an Int32Array or an array of integers), for toInt32.
-function lengthOf(x, name) {
-  if (typedKind(x) !== undefined) return typedLength(x);
-  if (isArray(x, name)) return x.length;
-  throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
-}
 
 /**
  * Keys and values of earlier tokens, held in wasm memory, for token-by-token generation.
@@ -222,8 +215,10 @@ export class KVCache {
   keep(b, tree, path) {
     this._live();
     const index = count(b, 'b');
-    const parents = toInt32(tree, 'tree', lengthOf(tree, 'tree'));
-    const nodes = toInt32(path, 'path', lengthOf(path, 'path'));
+    // A tree is at most a sequence long (the library checks it against sequence b); a path is at
+    // most the tree. Each list's length is read once.
+    const parents = toInt32List(tree, 'tree', this._wire.limits.maxSequenceLength);
+    const nodes = toInt32List(path, 'path', parents.length);
     this._wire.scoped((alloc) => {
       const p = this._block(align16(parents.byteLength) + nodes.byteLength, alloc);
       const q = p + align16(parents.byteLength);

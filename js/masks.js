@@ -10,7 +10,7 @@
 //
 // Errors are the API's MaskAttnTypeError / MaskAttnRangeError (with `argument`), from ./errors.js;
 // arguments are read with the API's readers (./read.js), so a helper takes what attention() takes.
-import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind } from './errors.js';
+import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind, typedLength } from './errors.js';
 import { choice, count, dataOf, entries, isArray, ownFields, prop, shapeOf, windowOf } from './read.js';
 
 // The helpers build plain JavaScript arrays and keep no copy of the library's limits (sequence
@@ -25,11 +25,20 @@ function alignOf(options) {
   return choice(opts.align ?? 'bottom-right', 'align', ALIGNS);
 }
 
-// An Int32Array, or an array of integers (each entry named in errors, as lengths[i]).
+// Most entries of a list of lengths (sequences of a batch, packed documents): far beyond any batch,
+// and a bound on what a Proxy claiming a huge length can make a helper read.
+export const MAX_LIST_LENGTH = 2 ** 24;
+
+// A plain array of integers from an Int32Array or an array of integers (each entry named in
+// errors, as lengths[i]), read once by index.
 function integers(x, name) {
-  if (typedKind(x) === 'Int32Array') return x;
-  const e = isArray(x, name) ? entries(x, Number.MAX_SAFE_INTEGER, name) : null;
+  if (typedKind(x) === 'Int32Array') {
+    if (typedLength(x) > MAX_LIST_LENGTH) throw new MaskAttnRangeError(name, `must have at most ${MAX_LIST_LENGTH} entries, given ${typedLength(x)}`);
+    return Array.from(new Int32Array(x));  // a copy through the internal slots (a subclass cannot lie)
+  }
+  const e = isArray(x, name) ? entries(x, MAX_LIST_LENGTH, name) : null;
   if (!e) throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
+  if (!e.values) throw new MaskAttnRangeError(name, `must have at most ${MAX_LIST_LENGTH} entries, given ${e.length}`);
   e.values.forEach((v, i) => {
     if (typeof v !== 'number') throw new MaskAttnTypeError(`${name}[${i}]`, `must be an integer, given ${describe(v)}`);
     if (!Number.isInteger(v)) throw new MaskAttnRangeError(`${name}[${i}]`, `must be an integer, given ${v}`);
@@ -46,16 +55,20 @@ function allocate(Type, n, name) {
   }
 }
 
-// A mask tensor { data, shape | dims }: its dims and its entries, each read once. Data: a
-// Uint8Array, or where `array` is true also an Array.
-function tensor(t, name, array = false) {
+// A mask tensor { data, shape | dims }: its dims, its element count n, the helper's result array of
+// n elements of type Out (allocated before any entry is read: a size JavaScript cannot allocate
+// fails at once) and its entries, each read once. Data: a Uint8Array, or where `array` is true also
+// an Array. A typed array's length is checked from its internal slot, so n (not its `length`
+// property, which a subclass may override) is what the helpers read.
+function tensor(t, name, Out, array = false) {
   const dims = shapeOf(t, name);
   const n = dims.reduce((a, b) => a * b, 1);
-  const data = array ? prop(t, 'data', `${name}.data`) : undefined;
-  if (!array || !isArray(data, `${name}.data`)) return { dims, values: dataOf(t, name, dims, ['Uint8Array'], null, null).array };
+  const data = prop(t, 'data', `${name}.data`);  // read once
+  const out = allocate(Out, n, name);
+  if (!array || !isArray(data, `${name}.data`)) return { dims, n, out, values: dataOf({ data }, name, dims, ['Uint8Array'], null, null).array };
   const e = entries(data, n, `${name}.data`);
   if (e.length !== n) throw new MaskAttnRangeError(`${name}.data`, `length must be ${n} for shape [${dims}], given ${e.length}`);
-  return { dims, values: e.values };
+  return { dims, n, out, values: e.values };
 }
 
 // The diagonal of query row i with no lengths (docs/semantics.md d(i)).
@@ -70,6 +83,7 @@ export function createCausalMask(Lq, Lk, options) {
   count(Lk, 'Lk');
   const align = alignOf(options);
   const data = allocate(Uint8Array, Lq * Lk, 'Lq');
+  if (data.length === 0) return { data, shape: [Lq, Lk] };  // Lq or Lk is 0: no rows to visit
   for (let i = 0; i < Lq; ++i) {
     const end = Math.min(diagonal(i, Lq, Lk, align) + 1, Lk);
     if (end > 0) data.fill(1, i * Lk, i * Lk + end);
@@ -104,6 +118,7 @@ export function createWindowMask(Lq, Lk, window, options) {
   const [left, right] = windowOf(window);
   const align = alignOf(options);
   const data = allocate(Uint8Array, Lq * Lk, 'Lq');
+  if (data.length === 0) return { data, shape: [Lq, Lk] };  // Lq or Lk is 0: no rows to visit
   for (let i = 0; i < Lq; ++i) {
     const d = diagonal(i, Lq, Lk, align);
     const lo = left < 0 ? 0 : Math.max(d - left, 0);
@@ -145,9 +160,8 @@ export function segmentsFromLengths(lengths, L) {
  * booleans / numbers.
  */
 export function fromKeyPaddingMask(keyPaddingMask) {
-  const { dims, values: src } = tensor(keyPaddingMask, 'keyPaddingMask', true);
-  const data = allocate(Uint8Array, src.length, 'keyPaddingMask');
-  for (let i = 0; i < src.length; ++i) {
+  const { dims, n, out: data, values: src } = tensor(keyPaddingMask, 'keyPaddingMask', Uint8Array, true);
+  for (let i = 0; i < n; ++i) {
     const x = src[i];
     if (typeof x !== 'number' && typeof x !== 'boolean')
       throw new MaskAttnTypeError(`keyPaddingMask.data[${i}]`, `must be a boolean or a number, given ${describe(x)}`);
@@ -162,8 +176,7 @@ export function fromKeyPaddingMask(keyPaddingMask) {
  * not. Passed as `bias` it gives the same attention as the mask passed as `allowed`.
  */
 export function toAdditiveMask(allowed) {
-  const { dims, values } = tensor(allowed, 'allowed');
-  const data = allocate(Float32Array, values.length, 'allowed');
-  for (let i = 0; i < data.length; ++i) data[i] = values[i] ? 0 : -Infinity;
+  const { dims, n, out: data, values } = tensor(allowed, 'allowed', Float32Array);
+  for (let i = 0; i < n; ++i) data[i] = values[i] ? 0 : -Infinity;
   return { data, shape: dims };
 }

@@ -4,10 +4,10 @@
 // the binding's: bindings/maskattn_embind.cpp MASKATTN_CALL_FIELDS) and, where the C++ library
 // spells it otherwise, the library's name for it (so that its errors name the JS argument). A new
 // option is one row here, its type in index.d.ts, and its C++ side.
-import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind, typedLength } from './errors.js';
+import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind } from './errors.js';
 import {
   bool, checkLayout, choice, count, float32, integer, isArray, isRecord, maskOf, owned, ownFields, product, segmentIds,
-  toFloat32, toInt32, windowOf,
+  toFloat32, toInt32, toInt32List, windowOf,
 } from './read.js';
 
 // Logical [B, H, L, D] of a tensor given in `layout`.
@@ -39,11 +39,12 @@ function readSegments(s, ctx) {
 // sequence ([B * Lq]); the library checks that each parent is an earlier node.
 function readTree(x, ctx) {
   if (x === undefined || x === null) return null;
-  const n = typedKind(x) ? typedLength(x) : isArray(x, 'tree') ? x.length : undefined;
-  if (n === undefined) throw new MaskAttnTypeError('tree', `must be an Int32Array or an array of parent indices, given ${describe(x)}`);
-  if (n !== ctx.Lq && n !== ctx.B * ctx.Lq)
-    throw new MaskAttnRangeError('tree', `needs one parent index per query (Lq = ${ctx.Lq}) or per query of every sequence (B*Lq = ${ctx.B * ctx.Lq}), given ${n}`);
-  return toInt32(x, 'tree', n);
+  if (typedKind(x) !== 'Int32Array' && !isArray(x, 'tree'))
+    throw new MaskAttnTypeError('tree', `must be an Int32Array or an array of parent indices, given ${describe(x)}`);
+  const wrong = (n) => new MaskAttnRangeError('tree', `needs one parent index per query (Lq = ${ctx.Lq}) or per query of every sequence (B*Lq = ${ctx.B * ctx.Lq}), given ${n}`);
+  const parents = toInt32List(x, 'tree', Math.max(ctx.Lq, ctx.B * ctx.Lq), wrong);  // its length read once
+  if (parents.length !== ctx.Lq && parents.length !== ctx.B * ctx.Lq) throw wrong(parents.length);
+  return parents;
 }
 
 // Most threads for a call (C++ Options::threads): by default all the module has; never more (a

@@ -156,6 +156,21 @@ export function toInt32(x, name, length) {
   return int32Values(e.values, name);
 }
 
+// An Int32Array copy of a list whose length the caller decides (tree parents, a kept path): an
+// Int32Array or an array of integers, its length read once. A list longer than `max` is refused
+// before any entry is read: with the error tooLong(length) where given, else a RangeError.
+export function toInt32List(x, name, max, tooLong) {
+  const long = (n) => (tooLong ? tooLong(n) : new MaskAttnRangeError(name, `must have at most ${max} entries, given ${n}`));
+  if (typedKind(x) === 'Int32Array') {
+    if (typedLength(x) > max) throw long(typedLength(x));
+    return new Int32Array(x);
+  }
+  if (!isArray(x, name)) throw new MaskAttnTypeError(name, `must be an Int32Array or an array of integers, given ${describe(x)}`);
+  const e = entries(x, max, name);
+  if (!e.values) throw long(e.length);
+  return int32Values(e.values, name);
+}
+
 function int32Values(values, name) {
   const out = new Int32Array(values.length);
   values.forEach((v, i) => {

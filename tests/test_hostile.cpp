@@ -16,6 +16,8 @@
 // Portable (no threads, no files): runs natively and under Node on WebAssembly.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +81,28 @@ std::vector<unsigned char> cache_state(const KVCache& c) {
   return s;
 }
 
+// The observable state of a cache whose storage is not one block of floats (q8/q4, pages):
+// lengths, byte length, every sequence's contents as read() gives them and its page table.
+std::vector<unsigned char> contents_state(const KVCache& c) {
+  std::vector<unsigned char> s;
+  auto add = [&s](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    s.insert(s.end(), b, b + n);
+  };
+  const int64_t bytes = c.byte_length();
+  add(&bytes, sizeof bytes);
+  for (int64_t b = 0; b < c.config().batch; ++b) {
+    const KVCache::Contents r = c.read(b);
+    const int64_t head[3] = {r.start, r.length, r.sinks};
+    add(head, sizeof head);
+    add(r.key.data(), r.key.size() * 4);
+    add(r.value.data(), r.value.size() * 4);
+    const std::vector<int32_t> pages = c.pages(b);
+    add(pages.data(), pages.size() * 4);
+  }
+  return s;
+}
+
 KVCacheConfig cache_config(KVType dtype, int64_t capacity, int64_t window = 0) {
   KVCacheConfig c;
   c.batch = 2;
@@ -109,6 +133,9 @@ struct World {
   // Caches: float32 (capacity 6, holding 3 and 5), float16 (same), a ring (window 3, capacity 3,
   // holding 5: positions 0 and 1 overwritten). Inputs for one append of T = 2 and one decode step.
   KVCache f32{cache_config(KVType::f32, 6)}, f16{cache_config(KVType::f16, 6)}, ring{cache_config(KVType::f32, 3, 3)};
+  // The newer surfaces: a q8 cache (holding 3 and 5), and a paged cache with 4-bit keys and 8-bit
+  // values, pages of 2, whose sequence 1 is a fork of sequence 0 (5 positions, pages shared).
+  KVCache q8{cache_config(KVType::q8, 6)}, paged{paged_config()};
   Buf<float> ak{32, 0.125f}, av{48, -0.25f};  // k [2, 2, 2, 4], v [2, 2, 2, 6]
   Buf<uint16_t> hk{32, 0x3c00}, hv{48, 0x3c00};
   Buf<int32_t> counts{2, 1}, lengths{2, 1};
@@ -131,6 +158,18 @@ struct World {
     for (KVCache* c : {&f32, &f16})
       c->append(maskattn::bhld<const float>(k5.data(), 2, 2, 5, 4), maskattn::bhld<const float>(v5.data(), 2, 2, 5, 6), n35);
     ring.append(maskattn::bhld<const float>(k5.data(), 2, 2, 5, 4), maskattn::bhld<const float>(v5.data(), 2, 2, 5, 6));
+    for (size_t i = 0; i < k5.size(); ++i) k5[i] = std::sin(float(i));
+    for (size_t i = 0; i < v5.size(); ++i) v5[i] = std::cos(float(i));
+    q8.append(maskattn::bhld<const float>(k5.data(), 2, 2, 5, 4), maskattn::bhld<const float>(v5.data(), 2, 2, 5, 6), n35);
+    const std::vector<int32_t> n50 = {5, 0};
+    paged.append(maskattn::bhld<const float>(k5.data(), 2, 2, 5, 4), maskattn::bhld<const float>(v5.data(), 2, 2, 5, 6), n50);
+    paged.fork(0, 1);
+  }
+  static KVCacheConfig paged_config() {
+    KVCacheConfig c = cache_config(KVType::q4, 8);
+    c.value_dtype = KVType::q8;
+    c.page_size = 2;
+    return c;
   }
   World(const World&) = delete;
   World& operator=(const World&) = delete;
@@ -147,7 +186,7 @@ struct World {
             bias.bytes(), key_lengths.bytes(), query_lengths.bytes(), query_segments.bytes(),
             key_segments.bytes(), slopes.bytes(), ak.bytes(), av.bytes(), hk.bytes(), hv.bytes(),
             counts.bytes(), lengths.bytes(), cq.bytes(), cout.bytes(), cw.bytes(),
-            cache_state(f32), cache_state(f16), cache_state(ring)};
+            cache_state(f32), cache_state(f16), cache_state(ring), contents_state(q8), contents_state(paged)};
   }
 };
 
@@ -156,7 +195,7 @@ const char* const kStateNames[] = {"q", "k", "v", "out", "weights", "lse", "allo
                                    "alibi_slopes", "append k", "append v", "append k halves",
                                    "append v halves", "counts", "truncate lengths", "attend q",
                                    "attend out", "attend weights", "float32 cache", "float16 cache",
-                                   "ring cache"};
+                                   "ring cache", "q8 cache", "paged q4/q8 cache (forked)"};
 
 template <class T>
 void raw(maskattn::TensorView<T>& t, int64_t b, int64_t h, int64_t l, int64_t d) {
@@ -416,6 +455,39 @@ const std::vector<Row>& rows() {
          maskattn::merge_attention(parts, maskattn::bhld(w.out.p(), 2, 4, 3, 4));
        }, "parts[0].output", {"96", "95"}},
 
+      {"merge_no_rows_out_shape_differs", [](W& w) {  // no rows to merge, but the shapes are still checked
+         const std::vector<maskattn::AttentionPart> parts = {{maskattn::bhld<const float>(nullptr, p2(45), 1, 0, 8), nullptr}};
+         maskattn::merge_attention(parts, maskattn::bhld(w.out.p(), p2(45), 1, 0, 6));
+       }, "out", {"[35184372088832, 1, 0, 8]"}},
+      {"merge_no_rows_parts_differ", [](W&) {
+         const std::vector<maskattn::AttentionPart> parts = {{maskattn::bhld<const float>(nullptr, p2(31), p2(31), 0, 8), nullptr},
+                                                             {maskattn::bhld<const float>(nullptr, p2(31), p2(31), 0, 9), nullptr}};
+         maskattn::merge_attention(parts, maskattn::bhld<float>(nullptr, p2(31), p2(31), 0, 8));
+       }, "parts[1].output", {"9"}},
+
+      // ---- the quantized and the paged cache.
+      {"q8_append_past_capacity", [](W& w) { w.q8.append(w.append_k(), w.append_v()); }, "sequence[1]", {"capacity is 6"}},
+      {"q8_append_halves", [](W& w) {
+         w.q8.append(maskattn::bhld<const uint16_t>(w.hk.p(), 2, 2, 2, 4, int64_t(w.hk.size())),
+                     maskattn::bhld<const uint16_t>(w.hv.p(), 2, 2, 2, 6, int64_t(w.hv.size())));
+       }, "k", {"f16"}, type},
+      {"q8_truncate_beyond_length", [](W& w) { const std::vector<int32_t> l = {4, 5}; w.q8.truncate(l); }, "lengths[0]", {"3", "4"}},
+      {"paged_append_short_k", [](W& w) {
+         w.paged.append(maskattn::bhld<const float>(w.ak.p(), 2, 2, 2, 4, 31), w.append_v());
+       }, "k", {"32", "31"}},
+      {"paged_fork_onto_live", [](W& w) { w.paged.fork(0, 1); }, "dst", {"empty"}},
+      {"paged_keep_not_a_child", [](W& w) {
+         const std::vector<int32_t> tree = {-1, 0, 0}, path = {0, 2, 1};
+         w.paged.keep(1, tree, path);
+       }, "path[2]", {"not a child"}},
+      {"paged_keep_tree_longer_than_sequence", [](W& w) {
+         const std::vector<int32_t> tree = {-1, 0, 1, 2, 3, 4};
+         w.paged.keep(0, tree, Span<int32_t>());
+       }, "tree", {"6 nodes"}},
+      {"paged_attend_q_head_dim", [](W& w) {
+         w.paged.attend(maskattn::bhld<const float>(w.cq.p(), 2, 2, 2, 3), w.attend_out());
+       }, "q", {"3"}},
+
       // ---- KV cache: fork and keep.
       {"fork_onto_live_sequence", [](W& w) { w.f32.fork(0, 1); }, "dst", {"holds 5", "empty"}},
       {"fork_onto_itself", [](W& w) { w.f16.fork(1, 1); }, "dst", {"differ"}},
@@ -529,6 +601,9 @@ TEST(Hostile, TheWorldIsValid) {
   EXPECT_NO_THROW(c.f32.attend(c.attend_q(), c.attend_out()));
   EXPECT_NO_THROW(c.f16.attend(c.attend_q(), c.attend_out()));
   EXPECT_NO_THROW(c.ring.attend(c.attend_q(), c.attend_out()));
+  EXPECT_NO_THROW(c.q8.attend(c.attend_q(), c.attend_out()));
+  EXPECT_NO_THROW(c.paged.attend(c.attend_q(), c.attend_out()));
+  EXPECT_EQ(c.paged.pages(0), c.paged.pages(1)) << "the fork shares its pages";
   World a;
   a.counts.p()[0] = 2;
   a.counts.p()[1] = 1;
@@ -590,6 +665,86 @@ TEST(Hostile, BoundariesAreAccepted) {
     w.f32.reset();
     EXPECT_EQ(b.lengths()[1], 5);
   }
+}
+
+// Parts with no rows (any dimension 0, however large the others) merge into an empty result at
+// once: the merge returned only after visiting 2^45 empty (b, h) pairs (issue 25: hours).
+TEST(Hostile, MergeOfNoRowsReturnsAtOnce) {
+  const auto started = std::chrono::steady_clock::now();
+  for (auto dims : {std::array<int64_t, 4>{p2(45), 1, 0, 8}, std::array<int64_t, 4>{p2(31), p2(31), 0, 8},
+                    std::array<int64_t, 4>{p2(32), 1, 0, 8}, std::array<int64_t, 4>{1, p2(40), 0, 0}}) {
+    const auto part = maskattn::bhld<const float>(nullptr, dims[0], dims[1], dims[2], dims[3]);
+    const std::vector<maskattn::AttentionPart> parts = {{part, nullptr}, {part, nullptr}};
+    EXPECT_NO_THROW(maskattn::merge_attention(parts, maskattn::bhld<float>(nullptr, dims[0], dims[1], dims[2], dims[3])));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(seconds, 5.0) << "merging parts with no rows must not visit their (b, h) pairs";
+}
+
+// Finite input reads back finite from every quantized format, at both ends of float's range: q8 and
+// q4 blocks at ±FLT_MAX (q8's d = amax / 127 rounded up, and d·127 overflowed to infinity), blocks
+// so small that a scale's reciprocal overflows (0 · inf made a zero element read back as amax),
+// subnormal blocks, blocks of -0; keys rotated too, where the rotated row fits in float (the
+// Hadamard's butterflies overflowed before its final 1/sqrt(n)). Within the documented bounds
+// (docs/semantics.md "Quantized caches"), where the scale is a normal float.
+TEST(Hostile, QuantizedCachesStayFiniteAtFloatLimits) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  constexpr int64_t D = 64;  // two blocks of 32
+  // Rows of two blocks each: [block 0 | block 1].
+  std::vector<std::vector<float>> rows;
+  auto row = [&](auto f0, auto f1) {
+    std::vector<float> r(D);
+    for (int64_t i = 0; i < 32; ++i) { r[size_t(i)] = f0(i); r[size_t(32 + i)] = f1(i); }
+    rows.push_back(r);
+  };
+  auto alternating = [](float a) { return [a](int64_t i) { return i % 3 == 0 ? a : i % 3 == 1 ? -a : a * 0.25f; }; };
+  auto one = [](float a) { return [a](int64_t i) { return i == 5 ? a : 0.0f; }; };
+  row(alternating(kMax), [](int64_t) { return -0.0f; });                 // ±FLT_MAX | -0
+  row(one(kMax), one(-kMax));                                            // one FLT_MAX in each block (rotates finitely)
+  row(alternating(1e-45f), alternating(3e-39f));                         // subnormal blocks
+  row(alternating(1e-37f), alternating(2e-38f));                         // scales whose reciprocal overflows
+  row(alternating(kMax / 127.0f * 126.5f), alternating(0.999f * kMax));  // near the edge of q8's last step
+  const int64_t T = int64_t(rows.size());
+  std::vector<float> k(size_t(T * D));
+  for (int64_t t = 0; t < T; ++t) std::copy(rows[size_t(t)].begin(), rows[size_t(t)].end(), k.begin() + t * D);
+
+  for (KVType type : {KVType::q8, KVType::q4})
+    for (auto rotation : {maskattn::KeyRotation::none, maskattn::KeyRotation::hadamard}) {
+      KVCacheConfig c;
+      c.capacity = T;
+      c.head_dim = c.value_dim = D;
+      c.dtype = type;
+      c.key_rotation = rotation;
+      KVCache cache(c);
+      cache.append(maskattn::bhld<const float>(k.data(), 1, 1, T, D), maskattn::bhld<const float>(k.data(), 1, 1, T, D));
+      const KVCache::Contents got = cache.read(0);
+      for (int64_t t = 0; t < T; ++t) {
+        // Rows 0 and 4 rotated do not fit in float (norms of several FLT_MAX): they are stored as
+        // NaN, as a non-finite block is. Every other row is finite.
+        const bool keys_fit = rotation == maskattn::KeyRotation::none || (t != 0 && t != 4);
+        for (int64_t blk = 0; blk < 2; ++blk) {
+          double amax = 0;
+          for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(double(k[size_t(t * D + blk * 32 + i)])));
+          const double bound = (type == KVType::q8 ? amax / 254 : amax / 8) * (1 + 1e-5);
+          const bool normal_scale = amax / 127 >= std::numeric_limits<float>::min();
+          for (int64_t i = 0; i < 32; ++i) {
+            const size_t at = size_t(t * D + blk * 32 + i);
+            const std::string where = std::string(type == KVType::q8 ? "q8" : "q4") +
+                                      (rotation == maskattn::KeyRotation::none ? "" : " rotated") + " row " +
+                                      std::to_string(t) + " element " + std::to_string(blk * 32 + i);
+            ASSERT_TRUE(std::isfinite(got.value[at])) << "value, " << where << ": " << got.value[at];
+            if (normal_scale) EXPECT_LE(std::fabs(double(got.value[at]) - k[at]), bound) << "value, " << where;
+            if (keys_fit) {
+              ASSERT_TRUE(std::isfinite(got.key[at])) << "key, " << where << ": " << got.key[at];
+              if (rotation == maskattn::KeyRotation::none && normal_scale)
+                EXPECT_LE(std::fabs(double(got.key[at]) - k[at]), bound) << "key, " << where;
+            } else {
+              EXPECT_TRUE(std::isnan(got.key[at])) << "key, " << where << ": a rotated row past float's range reads NaN";
+            }
+          }
+        }
+      }
+    }
 }
 
 // Valid problems read only their own tensors: K, V, Q in buffers of exactly their size (the

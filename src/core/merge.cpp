@@ -35,6 +35,8 @@ void merge_attention(Span<AttentionPart> parts, const MutableTensor& out, float*
   }
   detail::check_view(ConstTensor(out), "out");
   same_shape(out, "out");
+  // No rows: nothing to write (and no 2^45 empty (b, h) pairs to visit).
+  if (B == 0 || H == 0 || L == 0) return;
   using Merge = detail::OnlineSoftmax<detail::ScalarArch>;
   std::vector<float> o(static_cast<size_t>(Dv));
   const float ninf = -std::numeric_limits<float>::infinity();

@@ -86,20 +86,28 @@ inline void quantize_row(KVType t, const float* x, int64_t n, uint8_t* out) {
     }
     uint8_t* values = out + blk * vb;
     std::memset(values, t == KVType::q4 ? 0x88 : 0, size_t(vb));  // padding reads as 0 either way
+    // Finite input stays finite at both ends of float's range: a block near ±FLT_MAX gets a scale
+    // whose largest step (127·d, 8·d) does not round past FLT_MAX, and a block so small (below
+    // ~4e-37) that the reciprocal of its scale overflows divides instead (0 · inf would be NaN).
     float d;
     if (!finite) {
       d = std::numeric_limits<float>::quiet_NaN();
     } else if (t == KVType::q8) {
       d = amax / 127.0f;
+      while (!std::isfinite(d * 127.0f)) d = std::nextafter(d, 0.0f);
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const bool by_inverse = std::isfinite(inv);
       for (int64_t i = 0; i < len; ++i) {
-        values[i] = uint8_t(int8_t(round_to_int(std::max(-127.0f, std::min(127.0f, x[i0 + i] * inv)))));
+        const float r = by_inverse ? x[i0 + i] * inv : x[i0 + i] / amax * 127.0f;
+        values[i] = uint8_t(int8_t(round_to_int(std::max(-127.0f, std::min(127.0f, r)))));
       }
     } else {
-      d = m / -8.0f;
+      d = m / -8.0f;  // |8·d| = |m|: never past FLT_MAX
       const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      const bool by_inverse = std::isfinite(inv);
       for (int64_t i = 0; i < len; ++i) {
-        const int q = std::max(0, std::min(15, round_to_int(x[i0 + i] * inv) + 8));
+        const float r = by_inverse ? x[i0 + i] * inv : x[i0 + i] / d;
+        const int q = std::max(0, std::min(15, round_to_int(std::max(-9.0f, std::min(8.0f, r))) + 8));
         uint8_t& byte = values[i % 16];
         byte = i < 16 ? uint8_t((byte & 0xF0) | q) : uint8_t((byte & 0x0F) | (q << 4));
       }
@@ -121,7 +129,17 @@ inline int64_t rotation_block(int64_t D) {
 inline float rotation_sign(int64_t i) {
   return ((uint32_t(i) * 0x9E3779B1u) >> 15) & 1u ? -1.0f : 1.0f;
 }
+// The butterflies grow values by up to n before the final 1/sqrt(n): a block within a factor n of
+// FLT_MAX is scaled by 1/n first and the normalisation by n more (both exact: powers of 2, the
+// result bit for bit the same), so only results that really exceed float's range overflow.
 inline void hadamard_inplace(float* x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  float norm = 1.0f / std::sqrt(float(n));
+  if (amax > std::numeric_limits<float>::max() / float(n)) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= 1.0f / float(n);
+    norm *= float(n);
+  }
   for (int64_t h = 1; h < n; h *= 2)
     for (int64_t i = 0; i < n; i += 2 * h)
       for (int64_t j = i; j < i + h; ++j) {
@@ -129,7 +147,6 @@ inline void hadamard_inplace(float* x, int64_t n) {
         x[j] = a + b;
         x[j + h] = a - b;
       }
-  const float norm = 1.0f / std::sqrt(float(n));
   for (int64_t i = 0; i < n; ++i) x[i] *= norm;
 }
 // x <- R x with R = H (blockwise, orthonormal) diag(signs): q·k = (Rq)·(Rk).
@@ -138,11 +155,17 @@ inline void rotate(float* x, int64_t D) {
   for (int64_t i = 0; i < D; ++i) x[i] *= rotation_sign(i);
   for (int64_t i = 0; i < D; i += n) hadamard_inplace(x + i, n);
 }
-// x <- Rᵀ x (H is symmetric and orthonormal, so its own inverse).
+// x <- Rᵀ x (H is symmetric and orthonormal, so its own inverse). Reading a rotated row back, the
+// quantization error can carry an element at the edge of float's range past it: such an element
+// reads ±FLT_MAX (a stored row is finite or NaN, never infinite, so no real infinity is clamped).
 inline void unrotate(float* x, int64_t D) {
   const int64_t n = rotation_block(D);
   for (int64_t i = 0; i < D; i += n) hadamard_inplace(x + i, n);
-  for (int64_t i = 0; i < D; ++i) x[i] *= rotation_sign(i);
+  constexpr float kMax = std::numeric_limits<float>::max();
+  for (int64_t i = 0; i < D; ++i) {
+    const float v = x[i] * rotation_sign(i);
+    x[i] = std::isinf(v) ? std::copysign(kMax, v) : v;
+  }
 }
 
 // A whole stored row as float, rotation undone when `rotated`.

@@ -42,6 +42,7 @@ std::vector<uint8_t> create_causal_mask(int64_t Lq, int64_t Lk, Align align) {
   check_length(Lk, "Lk");
   check_align(align);
   std::vector<uint8_t> mask(area(Lq, Lk), 0);
+  if (mask.empty()) return mask;  // Lq or Lk is 0: no rows to visit
   for (int64_t i = 0; i < Lq; ++i) {
     // Keys 0 .. min(d(i), Lk - 1) are allowed (none when d(i) < 0).
     const int64_t end = std::min(diagonal(i, Lq, Lk, align) + 1, Lk);
@@ -70,6 +71,7 @@ std::vector<uint8_t> create_window_mask(int64_t Lq, int64_t Lk, int64_t left, in
   if (right < -1) fail("right", cat("expected right >= -1 (-1 = unbounded), given ", right));
   check_align(align);
   std::vector<uint8_t> mask(area(Lq, Lk), 0);
+  if (mask.empty()) return mask;  // Lq or Lk is 0: no rows to visit
   for (int64_t i = 0; i < Lq; ++i) {
     const int64_t d = diagonal(i, Lq, Lk, align);
     const int64_t lo = left < 0 ? 0 : std::max<int64_t>(d - left, 0);

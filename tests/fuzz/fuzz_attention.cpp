@@ -9,7 +9,8 @@
 //   - KV caches (rings with sink tokens, paged): appends (ragged counts), truncates, resets, forks,
 //     keeps of tree paths and attends (learned sinks, trees) against a shadow copy of what each
 //     sequence holds; refused calls change nothing;
-//   - merge_attention against its formula in double, including -inf and NaN lse and mismatches.
+//   - merge_attention against its formula in double, including -inf and NaN lse and mismatches;
+//   - on the bytes a case leaves: merges with no rows, quantized appends at float's limits.
 // A finding aborts with a message (libFuzzer then saves the input). Build and run:
 //   scripts/fuzz.sh [seconds]          (clang-19, -fsanitize=fuzzer,address,undefined)
 #include <fuzzer/FuzzedDataProvider.h>
@@ -899,6 +900,73 @@ void merge_case(FuzzedDataProvider& in) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The edges (issue 25), run on the bytes a case left over (so that the corpus's inputs keep their
+// cases): merging parts with no rows (a zero dimension beside others up to 2^45) returns at once;
+// quantized appends near float's limits (±FLT_MAX, just below it, subnormal, tiny normal, -0
+// blocks) read back finite, within the documented bound where the block's scale is a normal float.
+// ---------------------------------------------------------------------------------------------
+void limits_case(FuzzedDataProvider& in) {
+  Gen g{in.ConsumeIntegral<uint64_t>()};
+  if (in.ConsumeBool()) {
+    int64_t dims[4];
+    for (int64_t& d : dims) d = int64_t(1) << in.ConsumeIntegralInRange<int>(0, 45);
+    dims[in.ConsumeIntegralInRange<int>(0, 2)] = 0;  // B, H or L: no rows
+    if (in.ConsumeBool()) dims[3] = 0;
+    g_case = "merge of no rows [" + std::to_string(dims[0]) + ", " + std::to_string(dims[1]) + ", " +
+             std::to_string(dims[2]) + ", " + std::to_string(dims[3]) + "]";
+    const auto part = maskattn::bhld<const float>(nullptr, dims[0], dims[1], dims[2], dims[3]);
+    const std::vector<maskattn::AttentionPart> parts(size_t(in.ConsumeIntegralInRange<int>(1, 3)), {part, nullptr});
+    maskattn::merge_attention(parts, maskattn::bhld<float>(nullptr, dims[0], dims[1], dims[2], dims[3]));  // -timeout catches a hang
+    return;
+  }
+  using maskattn::KVType;
+  maskattn::KVCacheConfig c;
+  c.capacity = 2;
+  c.head_dim = c.value_dim = in.ConsumeIntegralInRange<int64_t>(1, 80);
+  c.dtype = in.PickValueInArray({KVType::q8, KVType::q4});
+  c.key_rotation = in.PickValueInArray({maskattn::KeyRotation::automatic, maskattn::KeyRotation::none, maskattn::KeyRotation::hadamard});
+  const int64_t D = c.head_dim;
+  std::vector<float> x(size_t(2 * D));
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t b0 = 0; b0 < D; b0 += 32) {
+      const int kind = in.ConsumeIntegralInRange<int>(0, 5);
+      const float max = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::min();
+      const float mag = kind == 0 ? max : kind == 1 ? max * g.uniform(0.5f, 1.0f) : kind == 2 ? std::numeric_limits<float>::denorm_min() * float(1 + g.next() % (1u << 23))
+                        : kind == 3 ? tiny * g.uniform(1.0f, 1000.0f) : kind == 4 ? 0.0f : 2.0f;
+      for (int64_t i = b0; i < std::min(D, b0 + 32); ++i) {
+        const float v = mag * (i == b0 ? 1.0f : g.uniform(0.0f, 1.0f));
+        x[size_t(r * D + i)] = kind == 4 ? -0.0f : g.next() % 2 ? -v : v;
+      }
+    }
+  g_case = "quantized append at float's limits: D=" + std::to_string(D) + " dtype=" + std::to_string(int(c.dtype)) +
+           " rotation=" + std::to_string(int(c.key_rotation));
+  maskattn::KVCache cache(c);
+  cache.append(maskattn::bhld<const float>(x.data(), 1, 1, 2, D), maskattn::bhld<const float>(x.data(), 1, 1, 2, D));
+  const maskattn::KVCache::Contents got = cache.read(0);
+  // A rotated key fits in float when |R x| <= ||x||_1 / sqrt(n) does, over each rotation block of n.
+  int64_t n = 1;
+  while (n < 256 && D % (n * 2) == 0) n *= 2;
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t i = 0; i < D; ++i) {
+      const size_t at = size_t(r * D + i);
+      const int64_t b0 = i / 32 * 32, n0 = i / n * n;
+      double amax = 0, l1 = 0;
+      for (int64_t j = b0; j < std::min(D, b0 + 32); ++j) amax = std::max(amax, std::fabs(double(x[size_t(r * D + j)])));
+      for (int64_t j = n0; j < n0 + n; ++j) l1 += std::fabs(double(x[size_t(r * D + j)]));
+      const double bound = (c.dtype == KVType::q8 ? amax / 254 : amax / 8) * (1 + 1e-5);
+      const bool normal_scale = amax / 127 >= double(std::numeric_limits<float>::min());
+      FUZZ_CHECK(std::isfinite(got.value[at]), "a finite value read back non-finite");
+      if (normal_scale) FUZZ_CHECK(std::fabs(got.value[at] - double(x[at])) <= bound, "a value beyond the quantization bound");
+      if (!cache.keys_rotated()) {
+        FUZZ_CHECK(std::isfinite(got.key[at]), "a finite key read back non-finite");
+        if (normal_scale) FUZZ_CHECK(std::fabs(got.key[at] - double(x[at])) <= bound, "a key beyond the quantization bound");
+      } else if (l1 / std::sqrt(double(n)) <= 0.5 * double(std::numeric_limits<float>::max())) {
+        FUZZ_CHECK(std::isfinite(got.key[at]), "a rotated key that fits in float read back non-finite");
+      }
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -917,5 +985,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3: cache_case(in); break;
     default: merge_case(in); break;
   }
+  if (in.remaining_bytes() > 0) limits_case(in);
   return 0;
 }

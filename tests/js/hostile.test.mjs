@@ -341,6 +341,62 @@ const ROWS = [
     call: ({ ma }) => ma.mergeAttention([{ output: { data: new Float32Array(4), shape: [1, 1, 1, 4] }, lse: { data: new Float32Array(1), shape: [1, 1, 1] }, weights: 1 }]),
     type: TypeError, arg: 'parts[0]', says: ['weights'],
   }],
+  // mergeAttention: the caller's array is read by index, once; its own map/iterator never runs
+  // (issue 25: a subclass's map() returned records that made the copy overrun its block).
+  ['mergeAttention of an Array subclass whose map() forges records', {
+    call: ({ ma }) => {
+      class Forged extends Array {
+        map() { return [{ dims: [1, 1, 1, 4], output: { array: new Float32Array(1 << 18).fill(7), kind: 'Float32Array', count: 1 << 18, bytes: 16 }, lse: { array: new Float32Array(1), kind: 'Float32Array', count: 1, bytes: 4 } }]; }
+        flatMap() { return [0, 0]; }
+        forEach() {}
+      }
+      const parts = Object.setPrototypeOf([{ output: { data: new Float32Array(1 << 18), shape: [1, 1, 1, 4] }, lse: { data: new Float32Array(1), shape: [1, 1, 1] } }], Forged.prototype);
+      return ma.mergeAttention(parts);
+    },
+    type: RangeError, arg: 'parts[0].output.data', says: ['4', 'given 262144'],
+  }],
+  ['mergeAttention of a sparse list [A, <hole>, A]', {
+    call: ({ ma }) => {
+      const A = { output: { data: new Float32Array(4), shape: [1, 1, 1, 4] }, lse: { data: new Float32Array(1), shape: [1, 1, 1] } };
+      return ma.mergeAttention([A, , A]);  // eslint-disable-line no-sparse-arrays
+    },
+    type: TypeError, arg: 'parts[1]', says: ['{ output, lse }', 'undefined'],
+  }],
+  ['mergeAttention of [<hole>, A]', {
+    call: ({ ma }) => ma.mergeAttention([, { output: { data: new Float32Array(4), shape: [1, 1, 1, 4] }, lse: { data: new Float32Array(1), shape: [1, 1, 1] } }]),  // eslint-disable-line no-sparse-arrays
+    type: TypeError, arg: 'parts[0]', says: ['{ output, lse }'],
+  }],
+  ['mergeAttention of a Proxy claiming 2^40 parts (must not loop)', {
+    call: ({ ma }) => ma.mergeAttention(new Proxy([], { get: (t, key) => (key === 'length' ? 2 ** 40 : t[key]) })),
+    type: RangeError, arg: 'parts', says: ['65536', String(2 ** 40)],
+  }],
+  ['mergeAttention of a non-object part', {
+    call: ({ ma }) => ma.mergeAttention([7]), type: TypeError, arg: 'parts[0]', says: ['number 7'],
+  }],
+  ['mergeAttention of no rows whose shapes differ', {
+    call: ({ ma }) => ma.mergeAttention([
+      { output: { data: new Float32Array(0), shape: [2 ** 45, 1, 0, 8] }, lse: { data: new Float32Array(0), shape: [2 ** 45, 1, 0] } },
+      { output: { data: new Float32Array(0), shape: [2 ** 45, 1, 0, 9] }, lse: { data: new Float32Array(0), shape: [2 ** 45, 1, 0] } },
+    ]), type: RangeError, arg: 'parts[1].output', says: ['[35184372088832, 1, 0, 8]'],
+  }],
+  // Index lists read once (their length too): keep's tree and path, attend's tree.
+  ['keep with a tree whose length answers 2^30 and then 1', {
+    setup: () => { const g = changing([2 ** 30, 1]); return { g, tree: new Proxy([-1], { get: (t, key) => (key === 'length' ? g.get() : t[key]) }) }; },
+    call: ({ cache }, s) => cache.keep(0, s.tree, [0]), type: RangeError, arg: 'tree', says: ['8388608', String(2 ** 30)], after: (s) => readsOnce(s.g),
+  }],
+  ['keep with a path longer than its tree', { call: ({ cache }) => cache.keep(0, [-1, 0], [0, 1, 1]), type: RangeError, arg: 'path', says: ['2', '3'] }],
+  ['keep of a sparse path', { call: ({ cache }) => cache.keep(0, [-1, 0], [0, , ]), type: TypeError, arg: 'path', says: ['entry 1'] }],  // eslint-disable-line no-sparse-arrays
+  ['attend with a tree whose length answers 2^30 and then 1', {
+    setup: () => { const g = changing([2 ** 30, 1]); return { g, tree: new Proxy([-1], { get: (t, key) => (key === 'length' ? g.get() : t[key]) }) }; },
+    call: ({ cache, cacheQ }, s) => cache.attend(cacheQ, { tree: s.tree }), type: RangeError, arg: 'tree', says: ['Lq = 1', String(2 ** 30)], after: (s) => readsOnce(s.g),
+  }],
+  ['attend a paged fork with a NaN sink', { call: ({ paged, cacheQ }) => paged.attend(cacheQ, { sinks: [NaN, 0] }), type: RangeError, arg: 'sinks[0]', says: ['finite'] }],
+  ['append past a paged cache\'s capacity', { call: ({ paged, kv }) => paged.append(kv(4, Math.sin), kv(4, Math.cos)), type: RangeError, arg: 'sequence[0]', says: ['capacity is 8'] }],
+  ['fork a paged cache onto its live fork', { call: ({ paged }) => paged.fork(0, 1), type: RangeError, arg: 'dst', says: ['empty'] }],
+  ['keep on a q8 ring a tree longer than its window', { call: ({ ring }) => ring.keep(0, [-1, 0, 1, 2, 3, 4], [0]), type: RangeError, arg: 'tree', says: ['6 nodes'] }],
+  ['append halves to a q8 ring', {
+    call: ({ ring }) => ring.append({ data: new Uint16Array(8), shape: [2, 1, 1, 4] }, { data: new Uint16Array(8), shape: [2, 1, 1, 4] }), type: TypeError, arg: 'k.data', says: ['Uint16Array'],
+  }],
   ['fork onto a live sequence', { call: ({ cache }) => cache.fork(0, 1), type: RangeError, arg: 'dst', says: ['empty'] }],
   ['fork from a sequence out of range', { call: ({ cache }) => cache.fork(5, 1), type: RangeError, arg: 'src', says: ['5'] }],
   ['fork with a string index', { call: ({ cache }) => cache.fork('0', 1), type: TypeError, arg: 'src' }],
@@ -395,7 +451,7 @@ for (const build of SINGLE_THREADED) {
       const problems = [];
       for (const [name, row] of ROWS) {
         if (ONLY !== undefined && name !== ONLY) continue;
-        const ctx = { ma, ...base(), cache: guard.cache, ws: guard.ws, kv: guard.kv, cacheQ: guard.cacheQ };
+        const ctx = { ma, ...base(), cache: guard.cache, ring: guard.ring, paged: guard.paged, ws: guard.ws, kv: guard.kv, cacheQ: guard.cacheQ };
         let state;
         try {
           state = row.setup ? row.setup(ctx) : undefined;
@@ -489,6 +545,102 @@ for (const build of SINGLE_THREADED) {
       assert.deepEqual(r.output.shape, [2 ** 40, 2, 3, 0]);
       assert.equal(r.output.data.length, 0);
       assert.ok(performance.now() - started < 1000);
+    });
+
+    test('mergeAttention reads its parts once, by index, and sizes every block from what it read', () => {
+      const { q, k, v } = base();
+      const half = (lo, hi) => ma.attention(q, { data: k.data.slice(lo * 4, hi * 4), shape: [1, 1, hi - lo, 4] },
+        { data: v.data.slice(lo * 4, hi * 4), shape: [1, 1, hi - lo, 4] }, { returnLse: true });
+      const A = half(0, 2);
+      const Bp = half(2, 5);
+      const plain = ma.mergeAttention([A, Bp]);
+      // A Proxy whose length answers 2 then 5000, and whose entries are getters read once.
+      const g = changing([2, 5000]);
+      const reads = [0, 0];
+      const parts = new Proxy([A, Bp], {
+        get: (t, key) => {
+          if (key === 'length') return g.get();
+          if (key === '0' || key === '1') reads[Number(key)] += 1;
+          return t[key];
+        },
+      });
+      const record = guard.run(() => ma.mergeAttention(parts));
+      assert.equal(record.error, null, record.error?.message);
+      readsOnce(g);
+      assert.deepEqual(reads, [1, 1], 'each part is read once');
+      assert.deepEqual(record.returned.output.data, plain.output.data);
+      assert.deepEqual(record.returned.lse.data, plain.lse.data);
+      guard.check({ ...record, wasmCalls: 1 }, 'merge through a Proxy');
+      // An Array subclass with its own map/flatMap/forEach/iterator: none of them runs.
+      class Odd extends Array {
+        map() { throw new Error('map ran'); }
+        flatMap() { throw new Error('flatMap ran'); }
+        forEach() { throw new Error('forEach ran'); }
+        [Symbol.iterator]() { throw new Error('the iterator ran'); }
+      }
+      const odd = Object.setPrototypeOf([A, Bp], Odd.prototype);
+      const r2 = guard.run(() => ma.mergeAttention(odd));
+      assert.equal(r2.error, null, r2.error?.message);
+      assert.deepEqual(r2.returned.output.data, plain.output.data);
+      guard.check({ ...r2, wasmCalls: 1 }, 'merge of an Array subclass');
+    });
+
+    test('mergeAttention of parts with no rows: an empty answer at once, nothing allocated', () => {
+      for (const dims of [[2 ** 45, 1, 0, 8], [2 ** 31, 2 ** 31, 0, 8], [2 ** 32, 1, 0, 8], [1, 2 ** 40, 0, 0], [0, 3, 2, 8]]) {
+        const part = { output: { data: new Float32Array(0), shape: dims }, lse: { data: new Float32Array(0), shape: dims.slice(0, 3) } };
+        const started = performance.now();
+        const record = guard.run(() => ma.mergeAttention([part, part, part]));
+        assert.equal(record.error, null, record.error?.message);
+        assert.ok(performance.now() - started < 1000, `[${dims}]: ${performance.now() - started} ms`);
+        assert.deepEqual(record.returned.output.shape, dims);
+        assert.deepEqual(record.returned.lse.shape, dims.slice(0, 3));
+        assert.equal(record.returned.output.data.length + record.returned.lse.data.length, 0);
+        assert.equal(record.mallocs.length, 0, 'nothing allocated');
+        guard.check(record, `merge of no rows [${dims}]`);
+      }
+    });
+
+    test('quantized caches read back finite at ±FLT_MAX, within the documented bound', () => {
+      const FLT_MAX = 3.4028234663852886e38;
+      const D = 64;
+      const x = new Float32Array(2 * D);
+      for (let i = 0; i < 32; ++i) {
+        x[i] = [FLT_MAX, -FLT_MAX, FLT_MAX / 4][i % 3];  // row 0, block 0: ±FLT_MAX
+        x[32 + i] = -0;                                  // row 0, block 1: -0
+        x[D + i] = [1e-37, -1e-38, 3e-39][i % 3];        // row 1: a scale whose reciprocal overflows, subnormals
+        x[D + 32 + i] = (i % 2 ? -1 : 1) * 1e-45 * i;
+      }
+      for (const dtype of ['q8', 'q4']) {
+        const c = ma.createKVCache({ capacity: 2, headDim: D, dtype, keyRotation: 'none' });
+        try {
+          c.append({ data: x, shape: [1, 1, 2, D] }, { data: x, shape: [1, 1, 2, D] });
+          const r = c.read(0);
+          for (const [side, got] of [['key', r.key.data], ['value', r.value.data]]) {
+            for (let i = 0; i < 2 * D; ++i) assert.ok(Number.isFinite(got[i]), `${dtype} ${side} ${i}: ${got[i]}`);
+            // Block 0 of row 0 (amax FLT_MAX) and of row 1 (amax 1e-37: a normal scale).
+            for (const [b0, amax] of [[0, FLT_MAX], [D, 1e-37]]) {
+              const bound = (dtype === 'q8' ? amax / 254 : amax / 8) * (1 + 1e-5);
+              for (let i = b0; i < b0 + 32; ++i) assert.ok(Math.abs(got[i] - x[i]) <= bound, `${dtype} ${side} ${i}: ${got[i]} for ${x[i]}`);
+            }
+          }
+        } finally {
+          c.dispose();
+        }
+      }
+    });
+
+    test('mask helpers with a zero dimension answer at once; a typed array\'s length getter is not what they read', async () => {
+      const { createCausalMask, createWindowMask, fromKeyPaddingMask, toAdditiveMask, createPaddingMask } = await import('maskattn');
+      const started = performance.now();
+      assert.equal(createCausalMask(2 ** 40, 0).data.length, 0);
+      assert.equal(createWindowMask(0, 2 ** 40, [1, 0]).data.length, 0);
+      assert.ok(performance.now() - started < 1000);
+      class Short extends Uint8Array { get length() { return 2; } }
+      const kpm = fromKeyPaddingMask({ data: new Short([1, 0, 0, 1, 1, 0]), shape: [2, 3] });
+      assert.deepEqual(Array.from(kpm.data), [0, 1, 1, 0, 0, 1]);
+      assert.equal(toAdditiveMask({ data: new Short([1, 0, 1]), shape: [3] }).data.length, 3);
+      assert.throws(() => createPaddingMask(new Proxy([], { get: (t, key) => (key === 'length' ? 2 ** 40 : t[key]) }), 4),
+        (e) => e instanceof MaskAttnRangeError && e.argument === 'lengths' && e.message.includes(String(2 ** 40)));
     });
 
     test('segments with Lk = 0, and nested ids per batch, work', () => {
