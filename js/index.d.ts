@@ -306,7 +306,8 @@ export declare class MaskAttn {
    * Combines partial results of the same queries over disjoint key sets (each as attention() or
    * cache.attend() returns it with returnLse: output [B, H, L, Dv], lse [B, H, L]) into the result
    * over their union, as split-K does inside a call. A part whose lse is -inf for a row adds
-   * nothing there; a row no part attends gets 0 and lse -inf.
+   * nothing there; a row no part attends gets 0 and lse -inf. At most 65,536 parts, read once by
+   * index (a hole is a TypeError naming `parts[i]`); parts with no rows give an empty result.
    */
   mergeAttention(parts: ReadonlyArray<{ output: Tensor; lse: Tensor }>): {
     output: { data: Float32Array; shape: number[] };

@@ -20,6 +20,8 @@ void merge_attention(Span<AttentionPart> parts, const MutableTensor& out, float*
   // parts[0] sets the shape: every other part and out must have it.
   const ConstTensor& first = parts[0].output;
   const int64_t B = first.shape[0], H = first.shape[1], L = first.shape[2], Dv = first.shape[3];
+  // No rows (B*H*L would overflow when a 0 stands beside dimensions up to 2^62): nothing to write.
+  const bool no_rows = B == 0 || H == 0 || L == 0;
   auto same_shape = [&](const auto& t, const std::string& name) {
     for (int d = 0; d < 4; ++d)
       if (t.shape[d] != first.shape[d])
@@ -31,12 +33,11 @@ void merge_attention(Span<AttentionPart> parts, const MutableTensor& out, float*
     const std::string name = cat("parts[", p, "]");
     detail::check_view(part.output, name + ".output");
     same_shape(part.output, name + ".output");
-    if (part.lse == nullptr && B * H * L > 0) fail(name + ".lse", "is null: merging needs each part's lse [B, H, L]");
+    if (part.lse == nullptr && !no_rows) fail(name + ".lse", "is null: merging needs each part's lse [B, H, L]");
   }
   detail::check_view(ConstTensor(out), "out");
   same_shape(out, "out");
-  // No rows: nothing to write (and no 2^45 empty (b, h) pairs to visit).
-  if (B == 0 || H == 0 || L == 0) return;
+  if (no_rows) return;  // and no 2^45 empty (b, h) pairs to visit
   using Merge = detail::OnlineSoftmax<detail::ScalarArch>;
   std::vector<float> o(static_cast<size_t>(Dv));
   const float ninf = -std::numeric_limits<float>::infinity();
