@@ -55,6 +55,18 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     els.progress.value = fraction;
     els.progress.textContent = `${Math.round(fraction * 100)}%`;
     els.status.textContent = `Timing ${label}… ${Math.round(fraction * 100)}%`;
+    // The table says what is happening too (it said "Not run yet" under a moving bar).
+    const placeholder = els.table.querySelector('td.empty');
+    if (placeholder) placeholder.textContent = `Running: ${Math.round(fraction * 100)}%, timing ${label}…`;
+    else if (fraction === 0) {
+      const td = document.createElement('td');
+      td.colSpan = 6;
+      td.className = 'empty';
+      td.textContent = `Running: 0%, timing ${label}…`;
+      const tr = document.createElement('tr');
+      tr.append(td);
+      els.table.replaceChildren(tr);
+    }
   };
 
   const show = (result, backend) => {
@@ -113,6 +125,8 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
 
   const fail = (message) => {
     els.status.textContent = `The benchmark failed: ${message}`;
+    const placeholder = els.table.querySelector('td.empty');
+    if (placeholder) placeholder.textContent = `The benchmark failed: ${message}`;
     els.root.dataset.state = 'error';
     console.error('maskattn demo: benchmark failed:', message);
   };
@@ -172,6 +186,8 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
         setRunning(false);
         els.status.textContent = 'Stopped.';
         els.root.dataset.state = 'stopped';
+        const placeholder = els.table.querySelector('td.empty');
+        if (placeholder) placeholder.textContent = 'Stopped before it finished: press “Run the benchmark” to start again.';
         resolve();
       };
     });
