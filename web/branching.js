@@ -80,7 +80,8 @@ export function setupBranching(els, { getMa, expose }) {
   }
 
   // ------------------------------------------------------------------ fork
-  function runFork() {
+  // forkIt false: only the prompt, in sequence 1 (what the panel shows before "Fork the prompt").
+  function runFork(forkIt = true) {
     const ma = getMa();
     const B = FORKS.length;
     const cache = ma.createKVCache({ batch: B, kvHeads: HKV, capacity: 16, headDim: D, pageSize: PAGE });
@@ -93,6 +94,10 @@ export function setupBranching(els, { getMa, expose }) {
       };
       cache.append(batch(prompt.k), batch(prompt.v), { counts: [PROMPT.length, 0, 0] });
       const promptBytes = cache.byteLength;
+      if (!forkIt) {
+        state.fork = { stage: 'prompt', tables: Array.from({ length: B }, (_, b) => Array.from(cache.pages(b))), lengths: Array.from(cache.lengths), promptBytes, byteLength: cache.byteLength };
+        return;
+      }
       for (let b = 1; b < B; b++) cache.fork(0, b);
       const afterFork = cache.byteLength;
       // Each sequence appends its own continuation (token by token, as generation would).
@@ -112,7 +117,7 @@ export function setupBranching(els, { getMa, expose }) {
       const lengths = Array.from(cache.lengths);
       const pageBytes = promptBytes / Math.ceil(PROMPT.length / PAGE);
       const unshared = lengths.reduce((s, L) => s + Math.ceil(L / PAGE) * pageBytes, 0);
-      state.fork = { tables, lengths, promptBytes, afterFork, byteLength: cache.byteLength, unshared, pageBytes };
+      state.fork = { stage: 'forked', tables, lengths, promptBytes, afterFork, byteLength: cache.byteLength, unshared, pageBytes };
     } finally {
       cache.dispose();
     }
@@ -128,12 +133,22 @@ export function setupBranching(els, { getMa, expose }) {
     return { cache, q: rows(all, PROMPT.length, NODES.length).q };
   }
 
+  // The draft appended, not verified yet (what the panel shows before "Verify the draft tree").
+  function draft() {
+    const { cache } = newTreeCache();
+    try {
+      state.tree = { verified: false, weights: null, Lk: cache.lengths[0], lengthsBefore: Array.from(cache.lengths), kept: null, lengthsAfter: null, keptTokens: null };
+    } finally {
+      cache.dispose();
+    }
+  }
+
   function verify() {
     const { cache, q } = newTreeCache();
     try {
       const result = cache.attend(q, { tree: TREE, returnWeights: true });
       state.tree = {
-        weights: Array.from(result.weights.data), Lk: result.weights.shape[3], lengthsBefore: Array.from(cache.lengths),
+        verified: true, weights: Array.from(result.weights.data), Lk: result.weights.shape[3], lengthsBefore: Array.from(cache.lengths),
         kept: null, lengthsAfter: null, keptTokens: null,
       };
     } finally {
@@ -142,7 +157,7 @@ export function setupBranching(els, { getMa, expose }) {
   }
 
   function keep() {
-    if (!state.tree) verify();
+    if (!state.tree?.verified) verify();
     const path = paths[Number(els.path.value) || 0];
     const { cache } = newTreeCache();
     try {
@@ -194,11 +209,13 @@ export function setupBranching(els, { getMa, expose }) {
         cell: (i, j) => {
           const visible = j < start || sees(i, j - start);
           if (!visible) return { hatch: true };
+          if (!t.verified) return { fill: '#dbe4ee' };  // visible, no weight yet
           const w = t.weights[i * t.Lk + j];  // head 1
           const onPath = t.kept && j >= start && t.kept.includes(j - start) && t.kept.includes(i);
           return { fill: weightColor(w), text: short(w), outline: onPath ? COLORS.highlight : null };
         },
         info: (i, j) => {
+          if (!t.verified) return `node ${i} “${NODES[i]}” → position ${j}: ${j < start || sees(i, j - start) ? 'visible' : 'masked (another branch)'}; press “Verify the draft tree” for the weights`;
           const w = t.weights[i * t.Lk + j];
           if (j < start) return `node ${i} “${NODES[i]}” → prompt position ${j} “${PROMPT[j]}”: weight ${full(w)} (every node sees the cache)`;
           const n = j - start;
@@ -208,16 +225,18 @@ export function setupBranching(els, { getMa, expose }) {
       });
     }
     const parts = [];
-    if (f) parts.push(`Fork: the ${PROMPT.length}-token prompt takes ${f.promptBytes} bytes; forking it twice adds ${f.afterFork - f.promptBytes}. ` +
+    if (f?.stage === 'prompt') parts.push(`Fork: the ${PROMPT.length}-token prompt is in sequence 1 (${f.promptBytes} bytes); sequences 2 and 3 are empty. Press “Fork the prompt”.`);
+    else if (f) parts.push(`Forked: the ${PROMPT.length}-token prompt takes ${f.promptBytes} bytes; forking it twice adds ${f.afterFork - f.promptBytes}. ` +
       `After each sequence's own tokens: ${f.byteLength} bytes, against ${f.unshared} for three unshared copies (lengths [${f.lengths.join(', ')}]).`);
-    if (t) parts.push(`Tree: ${NODES.length} draft nodes verified in one call over ${t.lengthsBefore[0]} positions.` +
+    if (t && !t.verified) parts.push(`Tree: ${NODES.length} draft nodes appended after the prompt, not verified yet (the map shows what each node may see). Press “Verify the draft tree”.`);
+    else if (t) parts.push(`Tree: ${NODES.length} draft nodes verified in one call over ${t.lengthsBefore[0]} positions.` +
       (t.kept ? ` Kept “${t.keptTokens.join(' ')}”: cache.lengths = [${t.lengthsAfter.join(', ')}], the next token continues from it.` : ''));
     els.status.textContent = parts.join(' ');
     els.call.textContent = `const cache = ma.createKVCache({ batch: 3, kvHeads: 1, capacity: 16, headDim: 8, pageSize: ${PAGE} });
 cache.append(k, v, { counts: [${PROMPT.length}, 0, 0] });   // the prompt, once
 cache.fork(0, 1); cache.fork(0, 2);                  // shared pages, no copy
 cache.append(k1, v1, { counts: [1, 1, 1] });          // a write into a shared page copies it first
-cache.pages(1);                                       // Int32Array [${f ? f.tables[1].join(', ') : ''}]
+cache.pages(1);                                       // Int32Array [${f?.stage === 'forked' ? f.tables[1].join(', ') : '…'}]
 
 const tree = [${TREE.join(', ')}];                       // parent of each draft node (-1: a root)
 draft.append(kDraft, vDraft);                         // the ${NODES.length} nodes after the prompt
@@ -247,7 +266,7 @@ draft.keep(0, tree, [${(t?.kept ?? paths[0]).join(', ')}]);                     
   return {
     reset() {
       state = { fork: null, tree: null };
-      act(() => { runFork(); verify(); });
+      act(() => { runFork(false); draft(); });
     },
   };
 }

@@ -49,7 +49,16 @@ export function setupDecode(els, { getMa, expose }) {
     const capacity = windowOn ? int(els.capacity, W + 2, W, 16) : longest;
     els.windowSize.disabled = !windowOn;
     els.capacity.disabled = !windowOn;
+    const notes = [];
+    const typedW = els.windowSize.value, typedC = els.capacity.value;
+    if (windowOn && String(W) !== typedW.trim()) notes.push(`window ${typedW === '' ? '(empty)' : typedW} is not a whole number in 1…16: using ${W}`);
+    if (windowOn && String(capacity) !== typedC.trim()) notes.push(`capacity ${typedC === '' ? '(empty)' : typedC} is not a whole number in ${W}…16: using ${capacity}`);
+    els.windowSize.value = String(W);
     els.capacity.value = String(capacity);
+    if (els.notice) {
+      els.notice.hidden = notes.length === 0;
+      els.notice.textContent = notes.length ? `Adjusted: ${notes.join('; ')}.` : '';
+    }
     return { dtype: els.dtype.value, window: windowOn ? W : 0, capacity, B: els.ragged.checked ? 2 : 1 };
   }
 
@@ -359,10 +368,25 @@ const { weights } = cache.attend(q, ${opts});
   els.window.addEventListener('change', () => {
     // A ring two slots larger than the window: the slots picture shows what is held but not seen.
     if (els.window.checked) els.capacity.value = String((Number.parseInt(els.windowSize.value, 10) || 4) + 2);
-    reset();
+    replay();
   });
-  for (const input of [els.dtype, els.ragged]) input.addEventListener('change', reset);
-  for (const input of [els.windowSize, els.capacity]) input.addEventListener('change', reset);
+  // A new dtype, window size or capacity replays the steps taken so far into the new cache (they are
+  // not thrown away); a different batch starts again.
+  function replay() {
+    const steps = s?.step ?? 0;
+    reset();
+    for (let n = 0; n < steps; n++) if (!next()) break;
+  }
+  els.ragged.addEventListener('change', reset);
+  for (const input of [els.dtype, els.windowSize, els.capacity]) input.addEventListener('change', replay);
+  // A typed number applies as soon as it is a whole number in range (not only when the box loses focus).
+  let typed = 0;
+  for (const input of [els.windowSize, els.capacity]) input.addEventListener('input', () => {
+    clearTimeout(typed);
+    const n = Number(input.value);
+    if (!Number.isInteger(n) || n < Number(input.min) || n > Number(input.max)) return;
+    typed = setTimeout(replay, 250);
+  });
 
   return { reset, next, stop };
 }

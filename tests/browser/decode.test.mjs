@@ -188,6 +188,22 @@ test('branching panel: forks share pages, a draft tree is verified and its accep
   await page.locator('#branching').scrollIntoViewIfNeeded();
   const branching = () => page.evaluate(() => JSON.parse(document.getElementById('branching-json').textContent));
   let s = await branching();
+  // At load: the prompt in sequence 1 only, the draft not verified (the buttons then change what shows).
+  assert.equal(s.fork.stage, 'prompt');
+  assert.deepEqual(s.fork.lengths, [5, 0, 0]);
+  assert.deepEqual(s.fork.tables.map((t) => t.filter((p) => p >= 0).length), [3, 0, 0]);
+  assert.equal(s.tree.verified, false);
+  assert.equal(s.tree.weights, null);
+  assert.match(await page.locator('#branching-status').textContent(), /Press “Fork the prompt”.*Press “Verify the draft tree”/);
+  for (const button of ['#fork-run', '#tree-verify']) {
+    const k = await page.evaluate(() => window.__maskattnDemo.branchingRenders);
+    await page.click(button);
+    await page.waitForFunction((r) => window.__maskattnDemo.branchingRenders > r, k);
+  }
+  s = await branching();
+  assert.equal(s.fork.stage, 'forked');
+  assert.equal(s.tree.verified, true);
+  assert.doesNotMatch(await page.locator('#branching-status').textContent(), /Press/);
   // 'the cat sat on the' (5 tokens) in pages of 2, forked twice, then 3, 2 and 3 tokens of each
   // sequence's own: pages 0 and 1 stay shared by all three; page 2 (positions 4-5) was shared when
   // the forks first wrote position 5, so two of them copied it (pages 3 and 4) and the last kept it.
