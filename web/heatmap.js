@@ -396,7 +396,7 @@ export class Heatmap {
     // On a narrow screen a tooltip under the cell covers the rows below it (two of them on a phone):
     // there the readout under the map, which says the same, is all that shows.
     const boxW = this.wrap.parentElement?.clientWidth ?? 400;
-    if (boxW < 560) {
+    if (document.documentElement.clientWidth < 600) {
       tooltip.hidden = true;
       return;
     }
