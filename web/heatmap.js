@@ -181,11 +181,13 @@ export class Heatmap {
     const cols = Math.max(1, s.cols);
     const cell = Math.max(this.opt.minCell, Math.min(this.opt.maxCell, Math.floor((avail - rowW - gap - 4) / cols)));
     const rotate = colW > cell - 4;
-    const top = rotate ? Math.ceil(colW * Math.SQRT1_2 + 14) : 20;
+    // Labels at 45° sit cell·sin 45° apart: below a line's height they would overlap, so they stand upright.
+    const angle = rotate && cell * Math.SQRT1_2 < 13 ? Math.PI / 2 : Math.PI / 4;
+    const top = rotate ? Math.ceil(colW * Math.sin(angle) + 14) : 20;
     // A label rotated by 45° reaches colW·cos 45° right of its cell's centre.
-    const width = Math.ceil(rowW + gap + cols * cell + (rotate ? Math.max(4, colW * Math.SQRT1_2 - cell / 2 + 4) : 4));
+    const width = Math.ceil(rowW + gap + cols * cell + (rotate ? Math.max(4, colW * Math.cos(angle) - cell / 2 + 8) : 4));
     const height = Math.ceil(top + Math.max(1, s.rows) * cell + 4);
-    return { x0: rowW, y0: top, cell, rotate, width, height, markW, gap, colW };
+    return { x0: rowW, y0: top, cell, rotate, angle, width, height, markW, gap, colW };
   }
 
   _x(j) {
@@ -311,12 +313,14 @@ export class Heatmap {
       if (g.rotate) {
         ctx.save();
         ctx.translate(cx, g.y0 - 5);
-        ctx.rotate(-Math.PI / 4);
+        ctx.rotate(-g.angle);
         ctx.textAlign = 'left';
         ctx.fillText(label, 0, 0);
         ctx.restore();
-        // The rotated label's far end (its box is a diagonal band; tests check it stays on the canvas).
-        record('col-rotated', label, cx, g.y0 - 5 - lw * Math.SQRT1_2, lw * Math.SQRT1_2, lw * Math.SQRT1_2);
+        // A rotated label's box (tests check it stays on the canvas, and that neighbours are a line apart:
+        // spacing = cell · sin(angle)).
+        record('col-rotated', label, cx, g.y0 - 5 - lw * Math.sin(g.angle), lw * Math.cos(g.angle), lw * Math.sin(g.angle));
+        this.texts.at(-1).spacing = g.cell * Math.sin(g.angle);
       } else {
         ctx.textAlign = 'center';
         ctx.fillText(label, cx, g.y0 - 9);

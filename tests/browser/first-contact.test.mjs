@@ -221,6 +221,7 @@ for (const size of Object.keys(SIZES)) {
           if (A.x < x + 1 || A.x + A.w > x + c - 1) overlaps.push(`${name}: "${A.text}" leaves its cell`);
         }
         if (A.kind === 'col-rotated' && A.x + A.w > g.width + 0.5) overlaps.push(`${name}: label "${A.text}" runs off the canvas`);
+        if (A.kind === 'col-rotated' && A.spacing < 11) overlaps.push(`${name}: rotated labels ${A.spacing.toFixed(1)}px apart, less than a line`);
         for (let b = a + 1; b < boxes.length; b++) {
           const B = boxes[b];
           if (A.kind === 'col-rotated' || B.kind === 'col-rotated') continue;  // diagonal bands, 45° apart from everything else
