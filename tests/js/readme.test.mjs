@@ -24,12 +24,14 @@ function runExample(name) {
   return execFileSync(process.execPath, [join(dir, 'example.mjs')], { encoding: 'utf8' });
 }
 
-test('README JavaScript example runs and prints the documented results', () => {
-  const out = runExample('js');
-  assert.match(out, /arch: 'simd128'/);
-  assert.match(out, /\[ 2, 4, 6, 8 \]/);
-  assert.match(out, /RangeError keyLengths\[0\] .*9/);
-});
+for (const name of ['js', 'js-api']) {
+  test(`JavaScript example '${name}' (README quick start, docs/javascript.md) runs and prints the documented results`, () => {
+    const out = runExample(name);
+    assert.match(out, /arch: 'simd128'/);
+    assert.match(out, /\[ 2, 4, 6, 8 \]/);
+    assert.match(out, /RangeError keyLengths\[0\] .*9/);
+  });
+}
 
 test('README quantized cache example runs and prints the documented results', () => {
   const out = runExample('js-quant');
