@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// A zero-dependency static server for the maskattn demo page.
+// A small static server for the maskattn demo page and its documentation.
 //
 //   node scripts/serve.mjs [--port N] [--no-isolation]   (or PORT=N; default 8080, the next free port if taken)
 //
-// Serves only web/, js/, dist/ and docs/semantics.md of the repository, on 127.0.0.1, with a strict
+// Serves only web/, js/, dist/ and the files directly in docs/ of the repository, on 127.0.0.1, with a strict
 // Content-Security-Policy (no inline scripts, no eval; 'wasm-unsafe-eval' lets WebAssembly compile;
 // no framing: frame-ancestors 'none'). Requests must name this server in their Host header
 // (127.0.0.1 or localhost, with its port): a DNS-rebinding page, whose requests carry its own host
@@ -13,12 +13,17 @@
 // crossOriginIsolated, so SharedArrayBuffer exists and maskattn's threaded build runs). Without
 // isolation (--no-isolation, or any page requested with ?isolation=off) the page gets maskattn's
 // single-threaded build: how a site without those headers sees it.
+// Documentation: /docs/NAME.md is the Markdown as it is; /docs/NAME.html is the same file rendered
+// as a page (npm's `marked`, on the server: the page needs no script) with links between the docs
+// pointing at their pages; /docs/ (and /docs/index.html) lists them. Only names made of lower-case
+// letters, digits and '-' directly in docs/ are served, and the same confinement applies.
 // Tests import it: `const { url, close } = await start({ port: 0 })`.
 
 import { createServer } from 'node:http';
-import { readFile, realpath, stat } from 'node:fs/promises';
+import { readdir, readFile, realpath, stat } from 'node:fs/promises';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import path from 'node:path';
+import { Marked } from 'marked';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const HOST = '127.0.0.1';
@@ -41,9 +46,20 @@ const MIME = {
   '.txt': 'text/plain; charset=utf-8',
 };
 
-// What may be served: these folders, and these single files.
+// What may be served: these folders, and the documentation's own files (docs/NAME.md, docs/NAME.svg).
 const DIRS = ['web', 'js', 'dist'];
-const FILES = ['docs/semantics.md'];
+const DOC = /^docs\/([a-z0-9][a-z0-9-]*)\.(md|svg)$/;
+
+// The documentation's titles and order in the page's list; a docs/*.md not named here is listed last.
+export const DOCS = [
+  ['javascript', 'JavaScript: the npm package, every option'],
+  ['kv-cache', 'The KV cache: generation, dtypes, forks, draft trees'],
+  ['cpp', 'C++: the library, its KV cache, the targets'],
+  ['embedding', 'Embedding the C++ package in an Emscripten program'],
+  ['semantics', 'Semantics: the behaviour contract'],
+  ['performance', 'Performance: every speed table'],
+  ['development', 'Development: what npm test runs, the layout'],
+];
 
 function headers(extra = {}, isolate = true) {
   return {
@@ -77,14 +93,14 @@ function resolve(urlPath, root) {
   if (rel === '') return null;
   if (rel === 'web' || rel.endsWith('/')) rel = path.posix.join(rel, 'index.html');
   const top = rel.split('/')[0];
-  if (!DIRS.includes(top) && !FILES.includes(rel)) return null;
+  if (!DIRS.includes(top) && !DOC.test(rel)) return null;
   const file = path.join(root, rel);
   if (!file.startsWith(root + path.sep)) return null;
-  return { file, top: DIRS.includes(top) ? top : null };
+  return { file, top: DIRS.includes(top) ? top : 'docs' };
 }
 
 // The file itself once symbolic links are followed, or null when they lead out of the folder it
-// was asked from (or, for a single file, anywhere at all).
+// was asked from (docs: a link anywhere at all).
 async function confine(found, root) {
   let real;
   try {
@@ -92,9 +108,90 @@ async function confine(found, root) {
   } catch {
     return null;
   }
-  if (!found.top) return real === path.join(await realpath(root), path.relative(root, found.file)) ? real : null;
+  if (found.top === 'docs') return real === path.join(await realpath(root), path.relative(root, found.file)) ? real : null;
   const base = await realpath(path.join(root, found.top));
   return real.startsWith(base + path.sep) ? real : null;
+}
+
+// ---------------------------------------------------------------------------------- documentation
+
+const escapeHtml = (t) => String(t).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+
+// GitHub's heading anchors: lower case, punctuation dropped, spaces to '-'.
+const slug = (text) => text.toLowerCase().replace(/<[^>]*>/g, '').replace(/&[a-z0-9#]+;/g, '').replace(/[^\p{L}\p{N}\s_-]/gu, '').trim().replace(/\s/g, '-');
+
+function markdown() {
+  const marked = new Marked({ gfm: true });
+  marked.use({
+    renderer: {
+      heading({ tokens, depth }) {
+        const inner = this.parser.parseInline(tokens);
+        return `<h${depth} id="${escapeHtml(slug(inner))}">${inner}</h${depth}>\n`;
+      },
+    },
+    walkTokens(token) {
+      // Links between the docs go to their pages; README.md's links (docs/x.md) the same.
+      if (token.type === 'link' && typeof token.href === 'string') {
+        token.href = token.href.replace(/^(?:docs\/)?([a-z0-9][a-z0-9-]*)\.md(#.*)?$/, (_, name, hash = '') => `${name}.html${hash}`);
+      }
+    },
+  });
+  return marked;
+}
+const md = markdown();
+
+async function docNames(root) {
+  let names = [];
+  try {
+    names = (await readdir(path.join(root, 'docs'))).map((f) => /^([a-z0-9][a-z0-9-]*)\.md$/.exec(f)?.[1]).filter(Boolean);
+  } catch {
+    return [];
+  }
+  const order = DOCS.map(([n]) => n);
+  return names.sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99) || a.localeCompare(b));
+}
+
+function docPage(title, body, names, current) {
+  const titles = Object.fromEntries(DOCS);
+  const nav = names.map((n) => `<li><a href="${n}.html"${n === current ? ' aria-current="page"' : ''}>${escapeHtml(titles[n] ?? n)}</a></li>`).join('');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)} · maskattn docs</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/web/style.css">
+</head>
+<body class="doc">
+<header class="site"><div class="wrap">
+<p class="doc-top"><a href="/web/">← the maskattn demo</a> · <a href="index.html">all docs</a>${current ? ` · <a href="${current}.md">this page as Markdown</a>` : ''}</p>
+</div></header>
+<div class="wrap doc-layout">
+<nav class="doc-nav" aria-label="Documentation"><ul>${nav}</ul></nav>
+<main class="doc-body" id="doc">
+${body}
+</main>
+</div>
+</body>
+</html>
+`;
+}
+
+// The page for /docs/NAME.html (null: no such doc), or the list for /docs/index.html.
+async function renderDoc(name, root) {
+  const names = await docNames(root);
+  if (name === 'index') {
+    const titles = Object.fromEntries(DOCS);
+    const items = names.map((n) => `<li><a href="${n}.html">${escapeHtml(titles[n] ?? n)}</a> (<a href="${n}.md">${n}.md</a>)</li>`).join('\n');
+    return docPage('Documentation', `<h1 id="documentation">maskattn documentation</h1>\n<ul class="doc-list">\n${items}\n</ul>`, names, null);
+  }
+  const found = resolve(`/docs/${name}.md`, root);
+  const file = found && (await confine(found, root));
+  if (!file) return null;
+  const text = await readFile(file, 'utf8');
+  const title = /^#\s+(.+)$/m.exec(text)?.[1] ?? name;
+  return docPage(title.replace(/`/g, ''), md.parse(text), names, name);
 }
 
 // Whether the Host header names this server: 127.0.0.1 or localhost, with its port (or none).
@@ -126,6 +223,18 @@ async function handle(req, res, root, isolate) {
   if (url.pathname === '/favicon.ico') {
     res.writeHead(204, headers({ 'Content-Length': 0 }));
     return res.end();
+  }
+  if (url.pathname === '/docs' || url.pathname === '/docs/') {
+    res.writeHead(302, headers({ Location: '/docs/index.html', 'Content-Length': 0 }));
+    return res.end();
+  }
+  const page = /^\/docs\/([a-z0-9][a-z0-9-]*)\.html$/.exec(url.pathname);
+  if (page) {
+    const html = await renderDoc(page[1], root);
+    if (html === null) return send(res, 404, 'not found\n');
+    const body = Buffer.from(html);
+    res.writeHead(200, headers({ 'Content-Type': MIME['.html'], 'Content-Length': body.length }, isolated));
+    return res.end(req.method === 'HEAD' ? undefined : body);
   }
   const found = resolve(url.pathname, root);
   const file = found && (await confine(found, root));

@@ -9,6 +9,7 @@
 
 import { buildProblem, tokenize } from './embedding.js';
 import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+import { floatArray } from './call-panels.js';
 
 const PROMPT = tokenize('the cat sat on the');
 const FORKS = [tokenize('mat and slept'), tokenize('rug .'), tokenize('sofa all day')];  // each sequence's own tokens
@@ -80,7 +81,8 @@ export function setupBranching(els, { getMa, expose }) {
   }
 
   // ------------------------------------------------------------------ fork
-  function runFork() {
+  // forkIt false: only the prompt, in sequence 1 (what the panel shows before "Fork the prompt").
+  function runFork(forkIt = true) {
     const ma = getMa();
     const B = FORKS.length;
     const cache = ma.createKVCache({ batch: B, kvHeads: HKV, capacity: 16, headDim: D, pageSize: PAGE });
@@ -93,6 +95,10 @@ export function setupBranching(els, { getMa, expose }) {
       };
       cache.append(batch(prompt.k), batch(prompt.v), { counts: [PROMPT.length, 0, 0] });
       const promptBytes = cache.byteLength;
+      if (!forkIt) {
+        state.fork = { stage: 'prompt', tables: Array.from({ length: B }, (_, b) => Array.from(cache.pages(b))), lengths: Array.from(cache.lengths), promptBytes, byteLength: cache.byteLength };
+        return;
+      }
       for (let b = 1; b < B; b++) cache.fork(0, b);
       const afterFork = cache.byteLength;
       // Each sequence appends its own continuation (token by token, as generation would).
@@ -112,7 +118,7 @@ export function setupBranching(els, { getMa, expose }) {
       const lengths = Array.from(cache.lengths);
       const pageBytes = promptBytes / Math.ceil(PROMPT.length / PAGE);
       const unshared = lengths.reduce((s, L) => s + Math.ceil(L / PAGE) * pageBytes, 0);
-      state.fork = { tables, lengths, promptBytes, afterFork, byteLength: cache.byteLength, unshared, pageBytes };
+      state.fork = { stage: 'forked', tables, lengths, promptBytes, afterFork, byteLength: cache.byteLength, unshared, pageBytes };
     } finally {
       cache.dispose();
     }
@@ -128,12 +134,22 @@ export function setupBranching(els, { getMa, expose }) {
     return { cache, q: rows(all, PROMPT.length, NODES.length).q };
   }
 
+  // The draft appended, not verified yet (what the panel shows before "Verify the draft tree").
+  function draft() {
+    const { cache } = newTreeCache();
+    try {
+      state.tree = { verified: false, weights: null, Lk: cache.lengths[0], lengthsBefore: Array.from(cache.lengths), kept: null, lengthsAfter: null, keptTokens: null };
+    } finally {
+      cache.dispose();
+    }
+  }
+
   function verify() {
     const { cache, q } = newTreeCache();
     try {
       const result = cache.attend(q, { tree: TREE, returnWeights: true });
       state.tree = {
-        weights: Array.from(result.weights.data), Lk: result.weights.shape[3], lengthsBefore: Array.from(cache.lengths),
+        verified: true, weights: Array.from(result.weights.data), Lk: result.weights.shape[3], lengthsBefore: Array.from(cache.lengths),
         kept: null, lengthsAfter: null, keptTokens: null,
       };
     } finally {
@@ -142,7 +158,7 @@ export function setupBranching(els, { getMa, expose }) {
   }
 
   function keep() {
-    if (!state.tree) verify();
+    if (!state.tree?.verified) verify();
     const path = paths[Number(els.path.value) || 0];
     const { cache } = newTreeCache();
     try {
@@ -194,11 +210,13 @@ export function setupBranching(els, { getMa, expose }) {
         cell: (i, j) => {
           const visible = j < start || sees(i, j - start);
           if (!visible) return { hatch: true };
+          if (!t.verified) return { fill: '#dbe4ee' };  // visible, no weight yet
           const w = t.weights[i * t.Lk + j];  // head 1
           const onPath = t.kept && j >= start && t.kept.includes(j - start) && t.kept.includes(i);
           return { fill: weightColor(w), text: short(w), outline: onPath ? COLORS.highlight : null };
         },
         info: (i, j) => {
+          if (!t.verified) return `node ${i} “${NODES[i]}” → position ${j}: ${j < start || sees(i, j - start) ? 'visible' : 'masked (another branch)'}; press “Verify the draft tree” for the weights`;
           const w = t.weights[i * t.Lk + j];
           if (j < start) return `node ${i} “${NODES[i]}” → prompt position ${j} “${PROMPT[j]}”: weight ${full(w)} (every node sees the cache)`;
           const n = j - start;
@@ -208,26 +226,76 @@ export function setupBranching(els, { getMa, expose }) {
       });
     }
     const parts = [];
-    if (f) parts.push(`Fork: the ${PROMPT.length}-token prompt takes ${f.promptBytes} bytes; forking it twice adds ${f.afterFork - f.promptBytes}. ` +
+    if (f?.stage === 'prompt') parts.push(`Fork: the ${PROMPT.length}-token prompt is in sequence 1 (${f.promptBytes} bytes); sequences 2 and 3 are empty. Press “Fork the prompt”.`);
+    else if (f) parts.push(`Forked: the ${PROMPT.length}-token prompt takes ${f.promptBytes} bytes; forking it twice adds ${f.afterFork - f.promptBytes}. ` +
       `After each sequence's own tokens: ${f.byteLength} bytes, against ${f.unshared} for three unshared copies (lengths [${f.lengths.join(', ')}]).`);
-    if (t) parts.push(`Tree: ${NODES.length} draft nodes verified in one call over ${t.lengthsBefore[0]} positions.` +
+    if (t && !t.verified) parts.push(`Tree: ${NODES.length} draft nodes appended after the prompt, not verified yet (the map shows what each node may see). Press “Verify the draft tree”.`);
+    else if (t) parts.push(`Tree: ${NODES.length} draft nodes verified in one call over ${t.lengthsBefore[0]} positions.` +
       (t.kept ? ` Kept “${t.keptTokens.join(' ')}”: cache.lengths = [${t.lengthsAfter.join(', ')}], the next token continues from it.` : ''));
     els.status.textContent = parts.join(' ');
-    els.call.textContent = `const cache = ma.createKVCache({ batch: 3, kvHeads: 1, capacity: 16, headDim: 8, pageSize: ${PAGE} });
-cache.append(k, v, { counts: [${PROMPT.length}, 0, 0] });   // the prompt, once
-cache.fork(0, 1); cache.fork(0, 2);                  // shared pages, no copy
-cache.append(k1, v1, { counts: [1, 1, 1] });          // a write into a shared page copies it first
-cache.pages(1);                                       // Int32Array [${f ? f.tables[1].join(', ') : ''}]
-
-const tree = [${TREE.join(', ')}];                       // parent of each draft node (-1: a root)
-draft.append(kDraft, vDraft);                         // the ${NODES.length} nodes after the prompt
-const { weights } = draft.attend(q, { tree, returnWeights: true });
-draft.keep(0, tree, [${(t?.kept ?? paths[0]).join(', ')}]);                     // the accepted path, compacted into place`;
+    els.call.textContent = snippet(t?.kept ?? paths[Number(els.path.value) || 0]);
     // For tests and the curious: head 1's weights as rows [node][position].
-    const weightRows = t && NODES.map((_, i) => t.weights.slice(i * t.Lk, (i + 1) * t.Lk));
+    const weightRows = t?.weights ? NODES.map((_, i) => t.weights.slice(i * t.Lk, (i + 1) * t.Lk)) : null;
     const json = { fork: f, tree: t && { ...t, weights: weightRows }, paths };
     els.json.textContent = JSON.stringify(json);
     expose(json);
+  }
+
+  // Both parts of the panel as a program that runs when copied (what the two buttons and "Keep" do).
+  function snippet(path) {
+    const prompt = rows(PROMPT, 0, PROMPT.length);
+    const own = FORKS.map((f) => rows([...PROMPT, ...f], PROMPT.length, f.length));
+    const all = [...PROMPT, ...NODES];
+    const draftRows = rows(all, PROMPT.length, NODES.length);
+    const whole = rows(all, 0, all.length);
+    const arr = (x) => floatArray(x, '    ', 96);
+    return `// maskattn: forks of one prompt and a draft tree, as the page runs them.
+// Prompt ${JSON.stringify(PROMPT.join(' '))}; the sequences continue ${FORKS.map((f) => JSON.stringify(f.join(' '))).join(', ')}; draft nodes ${JSON.stringify(NODES.join(' '))}.
+import { init } from 'maskattn';
+
+const [Hq, Hkv, D] = [${HQ}, ${HKV}, ${D}];
+const promptK = ${arr(prompt.k.data)};
+const promptV = ${arr(prompt.v.data)};
+const ownK = [   // each sequence's own tokens after the prompt, row by row
+${own.map((r) => `  ${arr(r.k.data)},`).join('\n')}
+];
+const ownV = [
+${own.map((r) => `  ${arr(r.v.data)},`).join('\n')}
+];
+const ma = await init();
+
+// Fork: the prompt once, in pages of ${PAGE}, shared by three sequences.
+const B = 3, P = ${PROMPT.length};
+const cache = ma.createKVCache({ batch: B, kvHeads: Hkv, capacity: 16, headDim: D, pageSize: ${PAGE} });
+const copies = (x, T) => ({ data: Float32Array.from({ length: B * T * D }, (_, n) => x[n % (T * D)]), shape: [B, Hkv, T, D] });
+cache.append(copies(promptK, P), copies(promptV, P), { counts: [P, 0, 0] });
+cache.fork(0, 1);   // no copy: the same pages
+cache.fork(0, 2);
+for (let t = 0; t < Math.max(...ownK.map((x) => x.length / D)); t++) {   // one token per step and sequence
+  const counts = ownK.map((x) => (t < x.length / D ? 1 : 0));
+  const k = new Float32Array(B * D), v = new Float32Array(B * D);
+  counts.forEach((c, b) => { if (c) { k.set(ownK[b].subarray(t * D, (t + 1) * D), b * D); v.set(ownV[b].subarray(t * D, (t + 1) * D), b * D); } });
+  cache.append({ data: k, shape: [B, Hkv, 1, D] }, { data: v, shape: [B, Hkv, 1, D] }, { counts });   // a write into a shared page copies it
+}
+for (let b = 0; b < B; b++) console.log(\`pages(\${b})\`, Array.from(cache.pages(b)).join(' '));
+console.log('lengths', Array.from(cache.lengths).join(' '), 'bytes', cache.byteLength);
+cache.dispose();
+
+// Tree: ${NODES.length} draft nodes after the prompt, verified in one call; node i sees the prompt, its ancestors and itself.
+const tree = [${TREE.join(', ')}];   // parent of each node (-1: hangs off the prompt)
+const draftK = ${arr(whole.k.data)};   // the prompt, then the nodes in node order
+const draftV = ${arr(whole.v.data)};
+const q = { data: ${arr(draftRows.q.data)}, shape: [1, Hq, ${NODES.length}, D] };
+const draft = ma.createKVCache({ kvHeads: Hkv, capacity: 16, headDim: D });
+draft.append({ data: draftK, shape: [1, Hkv, ${all.length}, D] }, { data: draftV, shape: [1, Hkv, ${all.length}, D] });
+const { weights } = draft.attend(q, { tree, returnWeights: true });
+const Lk = weights.shape[3];
+for (let i = 0; i < tree.length; i++)   // head 1
+  console.log(\`node \${i}:\`, Array.from(weights.data.subarray(i * Lk, (i + 1) * Lk), (w) => w.toFixed(4)).join(' '));
+draft.keep(0, tree, [${path.join(', ')}]);   // the accepted path, compacted into place
+console.log('after keep: lengths', Array.from(draft.lengths).join(' '));
+draft.dispose();
+`;
   }
 
   function act(fn) {
@@ -247,7 +315,7 @@ draft.keep(0, tree, [${(t?.kept ?? paths[0]).join(', ')}]);                     
   return {
     reset() {
       state = { fork: null, tree: null };
-      act(() => { runFork(); verify(); });
+      act(() => { runFork(false); draft(); });
     },
   };
 }

@@ -14,6 +14,7 @@ export const el = {
   policy: $('policy'), sentencePick: $('sentence-pick'), headPick: $('head-pick'), status: $('status'),
   error: $('error'), call: $('call'), weightsTable: $('weights-table'), weightsJson: $('weights-json'),
   lessonRow: $('lesson-row'), lessons: $('lessons'), lessonsJson: $('lessons-json'),
+  notice: $('notice'), callout: $('callout'), calloutText: $('callout-text'), calloutFix: $('callout-fix'),
 };
 
 /** JSON with NaN and infinities kept (as strings), typed arrays as arrays. */
@@ -25,31 +26,47 @@ export function toJson(x) {
   });
 }
 
-function intValue(input, fallback, min, max) {
-  const n = Number.parseInt(input.value, 10);
-  if (!Number.isFinite(n)) return fallback;
-  return Math.max(min, Math.min(max, n));
+/**
+ * A whole number from a number box, within [min, max]. When what is used is not what the box says
+ * (empty, not a whole number, out of range), a sentence for the page's notice goes into `notes`.
+ */
+function intValue(input, fallback, min, max, name, notes) {
+  const typed = input.value.trim();
+  const n = Number(typed);
+  let used;
+  if (typed === '' || !Number.isFinite(n)) used = fallback;
+  else used = Math.max(min, Math.min(max, Math.trunc(n)));
+  if (typed === '' || used !== n) notes.push(`${name} ${typed === '' ? '(empty)' : typed} is not a whole number in ${min} … ${max}: using ${used}`);
+  return used;
 }
 
 export function readState() {
+  const notes = [];
+  let softcap = 0;
+  if (el.softcap.checked) {
+    const c = Number(el.softcapValue.value);
+    softcap = Number.isFinite(c) && c > 0 ? c : 1;
+    if (softcap !== c || el.softcapValue.value.trim() === '') notes.push(`softcap c = ${el.softcapValue.value.trim() || '(empty)'} must be a number above 0: using 1`);
+  }
   return {
     text: el.sentences.value,
     mode: el.mode.value,
-    seed: intValue(el.seed, 42, 0, 4294967295),
+    seed: intValue(el.seed, 42, 0, 4294967295, 'seed', notes),
     heads: Number(el.heads.value),
     headDim: Number(el.headDim.value),
-    decode: el.queriesDecode.checked ? intValue(el.decodeN, 1, 1, 64) : 0,
+    decode: el.queriesDecode.checked ? intValue(el.decodeN, 1, 1, 64, 'decode queries', notes) : 0,
     causal: el.causal.checked,
     align: el.align.value,
     keyPadding: el.keyPadding.checked,
     queryPadding: el.queryPadding.checked,
-    window: el.window.checked ? [intValue(el.windowLeft, -1, -1, 1024), intValue(el.windowRight, -1, -1, 1024)] : null,
-    prefix: intValue(el.prefix, 0, 0, 1024),
+    window: el.window.checked ? [intValue(el.windowLeft, -1, -1, 1024, 'window left', notes), intValue(el.windowRight, -1, -1, 1024, 'window right', notes)] : null,
+    prefix: intValue(el.prefix, 0, 0, 1024, 'prefix P', notes),
     segments: el.segments.checked,
     alibi: el.alibi.checked,
-    softcap: el.softcap.checked ? Math.max(0.01, Number(el.softcapValue.value) || 1) : 0,
+    softcap,
     custom: el.custom.checked,
     policy: el.policy.value,
+    notes,
   };
 }
 

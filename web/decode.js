@@ -6,6 +6,7 @@
 
 import { buildProblem, tokenize } from './embedding.js';
 import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+import { floatArray } from './call-panels.js';
 
 // Two sequences of a batch: the second is shorter (its prompt is padded) and finishes early.
 const TEXTS = ['The cat sat on the mat and then it slept in the warm sun all day', 'Birds sing at dawn .'];
@@ -49,7 +50,16 @@ export function setupDecode(els, { getMa, expose }) {
     const capacity = windowOn ? int(els.capacity, W + 2, W, 16) : longest;
     els.windowSize.disabled = !windowOn;
     els.capacity.disabled = !windowOn;
+    const notes = [];
+    const typedW = els.windowSize.value, typedC = els.capacity.value;
+    if (windowOn && String(W) !== typedW.trim()) notes.push(`window ${typedW === '' ? '(empty)' : typedW} is not a whole number in 1…16: using ${W}`);
+    if (windowOn && String(capacity) !== typedC.trim()) notes.push(`capacity ${typedC === '' ? '(empty)' : typedC} is not a whole number in ${W}…16: using ${capacity}`);
+    els.windowSize.value = String(W);
     els.capacity.value = String(capacity);
+    if (els.notice) {
+      els.notice.hidden = notes.length === 0;
+      els.notice.textContent = notes.length ? `Adjusted: ${notes.join('; ')}.` : '';
+    }
     return { dtype: els.dtype.value, window: windowOn ? W : 0, capacity, B: els.ragged.checked ? 2 : 1 };
   }
 
@@ -90,6 +100,7 @@ export function setupDecode(els, { getMa, expose }) {
     const options = { returnWeights: true };
     if (active.some((a) => !a)) options.queryLengths = active.map((a) => (a ? 1 : 0));
     const result = s.cache.attend(q, options);
+    s.q = q;
     s.weights = result.weights;
     s.options = options;
     s.active = active;
@@ -128,6 +139,7 @@ export function setupDecode(els, { getMa, expose }) {
       s.appended = counts.map((c, b) => ({ from: 0, count: c, tokens: sentences[b].slice(0, c) }));
       s.lengths = Array.from(s.cache.lengths);
       s.lastAppend = { T, counts };
+      s.history = [counts];
       attend(s.lengths.map(() => true));
       els.error.hidden = true;
     } catch (error) {
@@ -147,6 +159,7 @@ export function setupDecode(els, { getMa, expose }) {
       s.appended = counts.map((c, b) => ({ from: start[b], count: c, tokens: s.sentences[b].slice(start[b], start[b] + c) }));
       s.lengths = Array.from(s.cache.lengths);
       s.lastAppend = { T: 1, counts };
+      s.history.push(counts);
       s.step += 1;
       attend(counts.map((c) => c > 0));
       els.error.hidden = true;
@@ -308,17 +321,48 @@ export function setupDecode(els, { getMa, expose }) {
     els.play.disabled = done();
     if (done()) stop();
 
+    // This step as a program that runs when copied: every append so far, then this step's attend.
+    const taken = s.history.reduce((t, counts) => t.map((n, b) => n + counts[b]), new Array(s.B).fill(0));
+    const rowsOf = (which) => Array.from({ length: s.B }, (_, b) => s.P[which].subarray(((b * s.P.H + 0) * s.P.Lk) * D, ((b * s.P.H + 0) * s.P.Lk + taken[b]) * D));
     const cfg = `{ batch: ${s.B}, kvHeads: ${HKV}, capacity: ${s.capacity}, headDim: ${D}, dtype: '${s.dtype}'${s.window ? `, window: ${s.window}` : ''} }`;
-    const la = s.lastAppend;
     const opts = s.options.queryLengths ? `{ returnWeights: true, queryLengths: [${s.options.queryLengths.join(', ')}] }` : '{ returnWeights: true }';
-    els.call.textContent = `const cache = ma.createKVCache(${cfg});
-cache.append(k, v, { counts: [${PROMPT.slice(0, s.B).join(', ')}] });   // the prompts: k, v [${s.B}, ${HKV}, ${Math.max(...PROMPT.slice(0, s.B))}, ${D}]${s.B > 1 ? '; padded rows are NaN, never written' : ''}
-${s.step > 0 ? `// ... step ${s.step}:
-cache.append(k, v, { counts: [${la.counts.join(', ')}] });   // k, v [${s.B}, ${HKV}, ${la.T}, ${D}]: each sequence's new token
-` : ''}cache.lengths;   // Int32Array [${s.lengths.join(', ')}]
-const { weights } = cache.attend(q, ${opts});
-// q [${s.B}, ${HQ}, 1, ${D}]: the newest query of each sequence (causal, bottom-right by default)
-// weights [${s.weights.shape.join(', ')}]: positions 0 … max(lengths) − 1`;
+    els.call.textContent = `// maskattn: the KV cache panel at step ${s.step}, as code (${s.sentences.map((t) => JSON.stringify(t.join(' '))).join(', ')}).
+import { init } from 'maskattn';
+
+const [B, Hq, Hkv, D] = [${s.B}, ${HQ}, ${HKV}, ${D}];   // ${HQ} query heads share ${HKV} KV head
+// K and V of every position each sequence has taken so far (the page's token embeddings), row by row.
+const K = [
+${rowsOf('k').map((r) => `  ${floatArray(r, '    ', 96)},`).join('\n')}
+];
+const V = [
+${rowsOf('v').map((r) => `  ${floatArray(r, '    ', 96)},`).join('\n')}
+];
+// The newest query of each sequence, [B, Hq, 1, D]${s.active.some((a) => !a) ? ' (zeros for a finished one: queryLengths 0)' : ''}.
+const q = { data: ${floatArray(s.q.data, '  ', 96)}, shape: [B, Hq, 1, D] };
+// What each append took: the prompts, then one token per step and sequence.
+const appends = ${JSON.stringify(s.history)};
+
+const ma = await init();
+const cache = ma.createKVCache(${cfg});
+const taken = new Array(B).fill(0);
+for (const counts of appends) {
+  const T = Math.max(...counts);
+  const rows = (X) => {   // [B, Hkv, T, D]; rows past counts[b] are never read (NaN here)
+    const data = new Float32Array(B * Hkv * T * D).fill(NaN);
+    counts.forEach((c, b) => data.set(X[b].subarray(taken[b] * D, (taken[b] + c) * D), b * T * D));
+    return { data, shape: [B, Hkv, T, D] };
+  };
+  cache.append(rows(K), rows(V), { counts });
+  counts.forEach((c, b) => { taken[b] += c; });
+}
+console.log('lengths', Array.from(cache.lengths));   // [${s.lengths.join(', ')}]
+const { weights } = cache.attend(q, ${opts});   // causal, bottom-right on each sequence's length
+const Lk = weights.shape[3];
+for (let b = 0; b < B; b++)
+  for (let h = 0; h < Hq; h++)
+    console.log(\`seq \${b + 1} head \${h + 1}:\`, Array.from(weights.data.subarray((b * Hq + h) * Lk, (b * Hq + h + 1) * Lk), (w) => w.toFixed(4)).join(' '));
+cache.dispose();
+`;
 
     const state = {
       step: s.step, B: s.B, Hq: HQ, Hkv: HKV, D, dtype: s.dtype, window: s.window, capacity: s.capacity,
@@ -359,10 +403,25 @@ const { weights } = cache.attend(q, ${opts});
   els.window.addEventListener('change', () => {
     // A ring two slots larger than the window: the slots picture shows what is held but not seen.
     if (els.window.checked) els.capacity.value = String((Number.parseInt(els.windowSize.value, 10) || 4) + 2);
-    reset();
+    replay();
   });
-  for (const input of [els.dtype, els.ragged]) input.addEventListener('change', reset);
-  for (const input of [els.windowSize, els.capacity]) input.addEventListener('change', reset);
+  // A new dtype, window size or capacity replays the steps taken so far into the new cache (they are
+  // not thrown away); a different batch starts again.
+  function replay() {
+    const steps = s?.step ?? 0;
+    reset();
+    for (let n = 0; n < steps; n++) if (!next()) break;
+  }
+  els.ragged.addEventListener('change', reset);
+  for (const input of [els.dtype, els.windowSize, els.capacity]) input.addEventListener('change', replay);
+  // A typed number applies as soon as it is a whole number in range (not only when the box loses focus).
+  let typed = 0;
+  for (const input of [els.windowSize, els.capacity]) input.addEventListener('input', () => {
+    clearTimeout(typed);
+    const n = Number(input.value);
+    if (!Number.isInteger(n) || n < Number(input.min) || n > Number(input.max)) return;
+    typed = setTimeout(replay, 250);
+  });
 
   return { reset, next, stop };
 }

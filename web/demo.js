@@ -6,7 +6,7 @@
 // panels lesson-panels.js's.
 
 import { init, simdSupported } from '../js/index.js';
-import { buildProblem, parseSentences, alibiSlopes, rng } from './embedding.js';
+import { buildProblem, readSentences, alibiSlopes, rng, PAD } from './embedding.js';
 import { Heatmap, COLORS, weightColor, divergingColor, short, full } from './heatmap.js';
 import { blockingRules, diagonal } from './rules.js';
 import { $, el, toJson, readState, ranges, quoted, fillSelect } from './controls.js';
@@ -17,11 +17,24 @@ import { setupPerf } from './perf.js';
 import { setupDecode } from './decode.js';
 import { setupBranching } from './branching.js';
 
-const EXAMPLES = {
-  sentence: 'The cat sat on the mat',
-  batch: 'The cat sat on the mat\nDogs bark\nBirds sing at dawn',
-  packed: 'The cat sat . A dog ran far .',
+// Each example sets the rules it needs and clears the others (RULES: what every example starts from).
+const RULES = {
+  causal: true, align: 'bottom-right', keyPadding: true, queryPadding: false, window: false, windowLeft: 2, windowRight: 0,
+  prefix: 0, segments: false, alibi: false, softcap: false, custom: false, policy: 'zero', decode: false,
 };
+const EXAMPLES = {
+  sentence: { text: 'The cat sat on the mat', rules: {} },
+  // Both paddings: each sentence's causal diagonal sits on its own length (the callout offers the pitfall).
+  batch: { text: 'The cat sat on the mat\nDogs bark\nBirds sing at dawn', rules: { queryPadding: true } },
+  packed: { text: 'The cat sat . A dog ran far .', rules: { segments: true } },
+  window: { text: 'The cat sat on the warm mat all day', rules: { window: true, windowLeft: 2, windowRight: 0 } },
+};
+const RULE_INPUTS = {
+  causal: 'causal', align: 'align', keyPadding: 'keyPadding', queryPadding: 'queryPadding', window: 'window', windowLeft: 'windowLeft',
+  windowRight: 'windowRight', prefix: 'prefix', segments: 'segments', alibi: 'alibi', softcap: 'softcap', custom: 'custom', policy: 'policy',
+};
+let exampleRules = {};   // the rules the current example turned on beyond RULES (cleared when the text is no longer it)
+let oneOffNote = '';     // a notice for the next render only (e.g. a rule the example had set, now cleared)
 
 // State exposed for tests and the curious: window.__maskattnDemo.
 const demo = (window.__maskattnDemo = { ready: false, renders: 0, errors: [] });
@@ -71,12 +84,32 @@ function render() {
   if (!ma) return;
   const t0 = performance.now();
   const st = readState();
-  const sentences = parseSentences(st.text);
+  const { sentences, notes: textNotes, empty: noText } = readSentences(st.text);
+  const notes = [...textNotes, ...st.notes];
+  if (oneOffNote) notes.push(oneOffNote);
+  oneOffNote = '';
+  if (noText) {
+    // Nothing to compute: say so rather than computing on a stand-in token.
+    el.notice.hidden = false;
+    el.notice.textContent = 'The text box is empty: type a sentence (or pick an example). Nothing was computed; the pictures are of the last text.';
+    el.callout.hidden = true;
+    demo.notices = [el.notice.textContent];
+    demo.renders += 1;
+    document.body.dataset.renders = String(demo.renders);
+    return;
+  }
   const P = (problem = buildProblem(sentences, st));
+  if (st.decode > P.Lk) notes.push(`decode queries ${st.decode} is more than the ${P.Lk} tokens: using ${P.Lk}`);
+  el.notice.hidden = notes.length === 0;
+  el.notice.textContent = notes.length ? `Input adjusted: ${notes.join('; ')}.` : '';
+  demo.notices = notes.slice();
   const seg = segmentsOf(P);
   const slopes = alibiSlopes(P.H);
 
-  fillSelect(el.sentencePick, sentences.map((_, b) => b), sentences.map((s, b) => `${b + 1}: ${s.join(' ').slice(0, 28)}`));
+  fillSelect(el.sentencePick, sentences.map((_, b) => b), sentences.map((s, b) => {
+    const text = s.join(' ');
+    return `${b + 1}: ${text.length > 18 ? `${text.slice(0, 17).trimEnd()}…` : text}`;  // cut here, visibly, not by the box
+  }));
   fillSelect(el.headPick, slopes.map((_, h) => h), slopes.map((_, h) => `${h + 1} of ${P.H}`));
   fillSelect(el.lessonRow, [-1, ...Array.from({ length: P.Lq }, (_, i) => i)],
     ['none', ...Array.from({ length: P.Lq }, (_, i) => `${i} (${P.queryTokens[Number(el.sentencePick.value) || 0][i]})`)], 0);
@@ -126,6 +159,7 @@ function render() {
     for (let j = 0; j < P.Lk; j++) if (maskAt(b, i, j)) return false;
     return true;
   });
+  updateCallout(st, P, maskAt);
   const W = (i, j) => result.weights.data[((b * P.H + h) * P.Lq + i) * P.Lk + j];
   const O = (i, d) => result.output.data[((b * P.H + h) * P.Lq + i) * P.D + d];
   const lse = (i) => result.lse.data[(b * P.H + h) * P.Lq + i];
@@ -192,7 +226,7 @@ function render() {
     (empty.length ? ` ${empty.length > 1 ? 'Rows' : 'Row'} ${ranges(empty)} of this sentence ${empty.length > 1 ? 'have' : 'has'} no key to attend (policy '${st.policy}').` : '') +
     (mismatches ? ` Warning: ${mismatches} cells differ from the page's rule explanation.` : '');
 
-  renderCall(ma, st, P, options);
+  renderCall(ma, st, P, options, b, h);
   renderTable(P, b, h, W, (i, j) => maskAt(b, i, j), rowLabels, colLabels);
 
   const view = {
@@ -216,6 +250,74 @@ function render() {
   perfUi?.refreshLabel();
 }
 
+// The padded batch's pitfall, said where it shows: real words with no key while <pad> rows attend.
+function updateCallout(st, P, maskAt) {
+  const rowHasKey = (bb, i) => {
+    for (let j = 0; j < P.Lk; j++) if (maskAt(bb, i, j)) return true;
+    return false;
+  };
+  let pitfall = null;
+  for (let bb = 0; bb < P.B && !pitfall; bb++) {
+    const real = P.queryPos[bb].map((pos, i) => (pos < P.lengths[bb] ? i : -1)).filter((i) => i >= 0);
+    const pads = P.queryPos[bb].map((pos, i) => (pos >= P.lengths[bb] ? i : -1)).filter((i) => i >= 0);
+    const starved = real.filter((i) => !rowHasKey(bb, i));
+    if (starved.length && pads.some((i) => rowHasKey(bb, i))) pitfall = { b: bb, starved };
+  }
+  const box = el.callout;
+  if (pitfall && st.keyPadding && !st.queryPadding) {
+    const words = pitfall.starved.map((i) => `“${P.queryTokens[pitfall.b][i]}”`).join(', ');
+    box.dataset.kind = 'pitfall';
+    el.calloutText.textContent = `The padding pitfall: in sentence ${pitfall.b + 1}, the real words ${words} have no key to attend (∅, output 0) while its ${PAD} rows do. ` +
+      `keyLengths alone leaves every sentence with Lq = ${P.Lq} query rows, so the bottom-right causal diagonal is d(i) = i + kLen − ${P.Lq}: it puts the sentence's words before its first key. ` +
+      'queryLengths tells maskattn where each sentence’s real queries end, so d(i) = i + kLen − qLen.';
+    el.calloutFix.textContent = 'Fix it: turn on query padding (queryLengths)';
+    el.calloutFix.dataset.action = 'query-padding-on';
+    box.hidden = false;
+  } else if (el.example.value === 'batch' && st.keyPadding && st.queryPadding && P.B > 1) {
+    box.dataset.kind = 'lesson';
+    el.calloutText.textContent = `Each sentence is padded to ${P.Lk} tokens and both paddings are on: every real word attends its own sentence's words, and ${PAD} rows attend nothing (∅). ` +
+      'A common mistake is to pass keyLengths without queryLengths; see what that does.';
+    el.calloutFix.textContent = 'Show the pitfall: turn query padding off';
+    el.calloutFix.dataset.action = 'query-padding-off';
+    box.hidden = false;
+  } else {
+    box.hidden = true;
+  }
+  demo.callout = box.hidden ? null : { kind: box.dataset.kind, text: el.calloutText.textContent };
+}
+
+function setRule(name, value) {
+  const input = el[RULE_INPUTS[name]];
+  if (input.type === 'checkbox') input.checked = Boolean(value);
+  else input.value = String(value);
+}
+
+/** Loads an example: its text, and the rules it needs on top of RULES (every other rule cleared). */
+function setExample(name) {
+  if (name === 'custom' || !EXAMPLES[name]) return;
+  const ex = EXAMPLES[name];
+  el.example.value = name in { sentence: 1, batch: 1, packed: 1 } ? name : 'custom';
+  el.sentences.value = ex.text;
+  for (const [rule, value] of Object.entries({ ...RULES, ...ex.rules })) if (rule in RULE_INPUTS) setRule(rule, value);
+  el.queriesAll.checked = true;
+  resetCustom();
+  exampleRules = { ...ex.rules };
+  el.sentencePick.value = '0';
+}
+
+/** The text is the user's now: the rules the example had turned on for its own text are cleared. */
+function leaveExample() {
+  const cleared = [];
+  for (const [rule, value] of Object.entries(exampleRules)) {
+    if (typeof value === 'boolean' && value && el[RULE_INPUTS[rule]].checked) {
+      setRule(rule, RULES[rule]);
+      cleared.push(rule === 'segments' ? 'Segments' : rule === 'queryPadding' ? 'query padding' : rule === 'window' ? 'the sliding window' : rule);
+    }
+  }
+  exampleRules = {};
+  if (cleared.length) oneOffNote = `${cleared.join(' and ')} turned off: the example had turned ${cleared.length > 1 ? 'them' : 'it'} on for its own text`;
+}
+
 // ------------------------------------------------------------------------------------------ wiring
 
 let scheduled = false;
@@ -233,24 +335,59 @@ function schedule() {
   });
 }
 
-function setExample(name) {
-  if (name === 'custom') return;
-  el.sentences.value = EXAMPLES[name];
-  if (name === 'batch') el.keyPadding.checked = true;
-  if (name === 'packed') el.segments.checked = true;
-  el.sentencePick.value = '0';
-}
-
 let textTimer = 0;
 el.sentences.addEventListener('input', () => {
+  if (el.example.value !== 'custom') leaveExample();
   el.example.value = 'custom';
   clearTimeout(textTimer);
   textTimer = setTimeout(schedule, 150);
 });
 el.example.addEventListener('change', () => {
-  setExample(el.example.value);
+  if (el.example.value === 'custom') leaveExample();
+  else setExample(el.example.value);
   schedule();
 });
+el.calloutFix.addEventListener('click', () => {
+  el.queryPadding.checked = el.calloutFix.dataset.action === 'query-padding-on';
+  schedule();
+});
+// The start strip's guided examples.
+for (const button of document.querySelectorAll('button.preset')) {
+  button.addEventListener('click', () => {
+    const preset = button.dataset.preset;
+    if (preset === 'kv-cache') {
+      $('decode').scrollIntoView({ behavior: 'smooth', block: 'start' });
+      $('decode-next').focus({ preventScroll: true });
+      return;
+    }
+    setExample(preset === 'padding' ? 'batch' : 'window');
+    schedule();
+    $('views').scrollIntoView({ behavior: 'smooth', block: 'start' });
+  });
+}
+// Copy buttons: the code panels and the install line.
+for (const button of document.querySelectorAll('button.copy')) {
+  button.addEventListener('click', async () => {
+    const text = $(button.dataset.copy).textContent;
+    let ok = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      ok = true;
+    } catch {
+      // No clipboard access (an insecure origin, or permission denied): select the text instead.
+      const range = document.createRange();
+      range.selectNodeContents($(button.dataset.copy));
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+    }
+    button.dataset.copied = String(ok);
+    button.textContent = ok ? 'Copied' : 'Selected: press Ctrl+C';
+    setTimeout(() => {
+      button.dataset.copied = 'false';
+      button.textContent = 'Copy';
+    }, 1500);
+  });
+}
 el.reseed.addEventListener('click', () => {
   el.seed.value = String(Math.floor(rng(Date.now() >>> 0)() * 100000));
   schedule();
@@ -297,7 +434,7 @@ async function loadBuild(value) {
 }
 
 async function main() {
-  el.sentences.value = EXAMPLES.sentence;
+  setExample('sentence');
   if (!simdSupported()) el.build.querySelector('option[value="simd"]').disabled = true;
   buildLessonPanels();
   try {
@@ -330,7 +467,7 @@ async function main() {
     error: $('decode-error'), fills: $('decode-fills'), memory: $('decode-memory'),
     weightsCanvas: $('decode-weights-canvas'), weightsTooltip: $('decode-weights-tooltip'), weightsReadout: $('decode-weights-readout'),
     slotsCanvas: $('decode-slots-canvas'), slotsTooltip: $('decode-slots-tooltip'), slotsReadout: $('decode-slots-readout'),
-    call: $('decode-call'), json: $('decode-json'),
+    call: $('decode-call'), json: $('decode-json'), notice: $('decode-notice'),
   }, {
     getMa: () => ma,
     expose: (state) => {

@@ -46,9 +46,29 @@ export function hash(text, seed = 0) {
   return h >>> 0;
 }
 
-/** Words and punctuation marks ("The cat sat." -> The, cat, sat, .). */
+/** Words and punctuation marks ("The cat sat." -> The, cat, sat, .), all of them. */
+export function tokenizeAll(line) {
+  return line.match(/[\p{L}\p{N}'’_-]+|[^\s\p{L}\p{N}]/gu) ?? [];
+}
+
+/** The tokens of a line, at most MAX_TOKENS. */
 export function tokenize(line) {
-  return (line.match(/[\p{L}\p{N}'’_-]+|[^\s\p{L}\p{N}]/gu) ?? []).slice(0, MAX_TOKENS);
+  return tokenizeAll(line).slice(0, MAX_TOKENS);
+}
+
+/**
+ * What the page computes on, and what it had to cut to get there (each a sentence for the page's
+ * notice): { sentences, notes, empty } — empty when the text has no token at all.
+ */
+export function readSentences(text) {
+  const lines = text.split(/\r?\n/).map(tokenizeAll).filter((t) => t.length > 0);
+  const notes = [];
+  if (lines.length > MAX_SENTENCES) notes.push(`${lines.length} lines: only the first ${MAX_SENTENCES} are used`);
+  const kept = lines.slice(0, MAX_SENTENCES);
+  kept.forEach((t, b) => {
+    if (t.length > MAX_TOKENS) notes.push(`line ${b + 1} has ${t.length} tokens: only its first ${MAX_TOKENS} are used`);
+  });
+  return { sentences: kept.map((t) => t.slice(0, MAX_TOKENS)), notes, empty: kept.length === 0 };
 }
 
 /** Sentences (one per line, blank lines skipped) -> arrays of tokens; at least one token overall. */

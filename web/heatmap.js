@@ -103,6 +103,7 @@ export class Heatmap {
     this.hover = null;
     this.cursor = null;
     this.geom = null;
+    this.texts = [];
     this.pattern = hatchPattern(this.ctx);
     canvas.addEventListener('pointermove', (e) => this._pointer(e));
     canvas.addEventListener('pointerleave', () => {
@@ -114,8 +115,10 @@ export class Heatmap {
       const cell = this._cellAt(e);
       if (!cell) return;
       this.cursor = cell;
+      this.hover = cell;
       if (this.opt.onActivate) this.opt.onActivate(cell.i, cell.j);
       else this._show(cell);
+      this.draw();  // the clicked cell's outline now, not at the next redraw
     });
     canvas.addEventListener('keydown', (e) => this._key(e));
     canvas.addEventListener('focus', () => {
@@ -178,10 +181,13 @@ export class Heatmap {
     const cols = Math.max(1, s.cols);
     const cell = Math.max(this.opt.minCell, Math.min(this.opt.maxCell, Math.floor((avail - rowW - gap - 4) / cols)));
     const rotate = colW > cell - 4;
-    const top = rotate ? Math.ceil(colW * Math.SQRT1_2 + 14) : 20;
-    const width = Math.ceil(rowW + gap + cols * cell + (rotate ? colW * 0.5 : 4));
+    // Labels at 45° sit cell·sin 45° apart: below a line's height they would overlap, so they stand upright.
+    const angle = rotate && cell * Math.SQRT1_2 < 13 ? Math.PI / 2 : Math.PI / 4;
+    const top = rotate ? Math.ceil(colW * Math.sin(angle) + 14) : 20;
+    // A label rotated by 45° reaches colW·cos 45° right of its cell's centre.
+    const width = Math.ceil(rowW + gap + cols * cell + (rotate ? Math.max(4, colW * Math.cos(angle) - cell / 2 + 8) : 4));
     const height = Math.ceil(top + Math.max(1, s.rows) * cell + 4);
-    return { x0: rowW, y0: top, cell, rotate, width, height, markW, gap, colW };
+    return { x0: rowW, y0: top, cell, rotate, angle, width, height, markW, gap, colW };
   }
 
   _x(j) {
@@ -193,7 +199,8 @@ export class Heatmap {
   geometry() {
     if (!this.geom) return null;
     const { x0, y0, cell, width, height } = this.geom;
-    return { x0, y0, cell, width, height, rows: this.spec.rows, cols: this.spec.cols, gapBeforeCol: this.spec.gapBeforeCol ?? null };
+    return { x0, y0, cell, width, height, rows: this.spec.rows, cols: this.spec.cols, gapBeforeCol: this.spec.gapBeforeCol ?? null,
+      texts: this.texts.map((t) => ({ ...t })) };
   }
 
   draw() {
@@ -208,6 +215,9 @@ export class Heatmap {
     }
     canvas.style.width = `${g.width}px`;
     canvas.style.height = `${g.height}px`;
+    // Wider than its box: the box says so (a fade and "scroll →"), as a phone shows no scroll bar.
+    this.wrap.classList.toggle('overflows', g.width > this.wrap.clientWidth + 1);
+    this.wrap.parentElement?.classList.toggle('overflows', g.width > this.wrap.clientWidth + 1);
     canvas.dataset.rows = s.rows;
     canvas.dataset.cols = s.cols;
     const ctx = this.ctx;
@@ -219,6 +229,9 @@ export class Heatmap {
     ctx.textAlign = 'center';
     ctx.textBaseline = 'middle';
     const outlines = [];
+    // Every text drawn, with its box in CSS pixels (tests check that none overlaps another or leaves its cell).
+    this.texts = [];
+    const record = (kind, text, x, y, w, h, cell) => this.texts.push({ kind, text, x, y, w, h, ...(cell ? { cell } : {}) });
     for (let i = 0; i < s.rows; i++) {
       for (let j = 0; j < s.cols; j++) {
         const c = s.cell(i, j);
@@ -236,9 +249,13 @@ export class Heatmap {
           ctx.closePath();
           ctx.fill();
         }
-        if (c.text && g.cell >= 24) {
+        // A number is drawn only where it fits its cell with a margin (hover or tap shows it in full).
+        const text = c.text && g.cell >= 18 ? (c.fit ? truncate(ctx, c.text, g.cell - 4) : c.text) : null;
+        const textW = text ? ctx.measureText(text).width : 0;
+        if (text && textW <= g.cell - 4) {
           ctx.fillStyle = c.ink ?? inkFor(c.fill);
-          ctx.fillText(c.fit ? truncate(ctx, c.text, g.cell - 4) : c.text, x + g.cell / 2, y + g.cell / 2 + 0.5);
+          ctx.fillText(text, x + g.cell / 2, y + g.cell / 2 + 0.5);
+          record('cell', text, x + (g.cell - textW) / 2, y + g.cell / 2 - 6, textW, 12, [x, y, g.cell]);
         } else if (c.mark && g.cell >= 12) {
           ctx.fillStyle = c.ink ?? '#ffffff';
           ctx.fillText(c.mark, x + g.cell / 2, y + g.cell / 2 + 0.5);
@@ -276,7 +293,10 @@ export class Heatmap {
     for (let i = 0; i < s.rows; i++) {
       const y = g.y0 + i * g.cell + g.cell / 2;
       ctx.fillStyle = s.rowLabelMuted?.(i) ? COLORS.muted : COLORS.label;
-      ctx.fillText(truncate(ctx, s.rowLabels[i] ?? '', 100), g.x0 - 6 - g.markW, y);
+      const rowLabel = truncate(ctx, s.rowLabels[i] ?? '', 100);
+      ctx.fillText(rowLabel, g.x0 - 6 - g.markW, y);
+      const rw = ctx.measureText(rowLabel).width;
+      record('row', rowLabel, g.x0 - 6 - g.markW - rw, y - 6, rw, 12);
       const mark = s.rowMark?.(i);
       if (mark) {
         ctx.fillStyle = COLORS.highlight;
@@ -289,16 +309,22 @@ export class Heatmap {
       const label = truncate(ctx, s.colLabels[j] ?? '', 88);
       ctx.fillStyle = s.colLabelMuted?.(j) ? COLORS.muted : COLORS.label;
       const cx = this._x(j) + g.cell / 2;
+      const lw = ctx.measureText(label).width;
       if (g.rotate) {
         ctx.save();
         ctx.translate(cx, g.y0 - 5);
-        ctx.rotate(-Math.PI / 4);
+        ctx.rotate(-g.angle);
         ctx.textAlign = 'left';
         ctx.fillText(label, 0, 0);
         ctx.restore();
+        // A rotated label's box (tests check it stays on the canvas, and that neighbours are a line apart:
+        // spacing = cell · sin(angle)).
+        record('col-rotated', label, cx, g.y0 - 5 - lw * Math.sin(g.angle), lw * Math.cos(g.angle), lw * Math.sin(g.angle));
+        this.texts.at(-1).spacing = g.cell * Math.sin(g.angle);
       } else {
         ctx.textAlign = 'center';
         ctx.fillText(label, cx, g.y0 - 9);
+        record('col', label, cx - lw / 2, g.y0 - 15, lw, 12);
       }
     }
 
@@ -371,13 +397,19 @@ export class Heatmap {
       tooltip.hidden = true;
       return;
     }
+    // On a narrow screen a tooltip under the cell covers the rows below it (two of them on a phone):
+    // there the readout under the map, which says the same, is all that shows.
+    const boxW = this.wrap.parentElement?.clientWidth ?? 400;
+    if (document.documentElement.clientWidth < 600) {
+      tooltip.hidden = true;
+      return;
+    }
     tooltip.textContent = text;
     tooltip.hidden = false;
     // Place just below the cell (never over it), inside the box, clamped to its width.
     const g = this.geom;
     const scale = this.canvas.getBoundingClientRect().width / g.width || 1;
     const originX = this.canvas.offsetLeft - this.wrap.scrollLeft;
-    const boxW = this.wrap.parentElement?.clientWidth ?? 400;
     const tipW = tooltip.offsetWidth;
     const x = originX + (this._x(cell.j) + g.cell * 0.25) * scale;
     const top = this.canvas.offsetTop + (g.y0 + (cell.i + 1) * g.cell + 4) * scale;

@@ -7,11 +7,11 @@ import { full } from './heatmap.js';
 
 export const PRESETS = [
   { id: 'page', label: 'this page’s shape' },
-  { id: '1x4x128x64', label: '1 × 4 heads × 128 tokens × 64', shape: { B: 1, H: 4, Lq: 128, Lk: 128, D: 64 } },
-  { id: '1x8x256x64', label: '1 × 8 heads × 256 tokens × 64', shape: { B: 1, H: 8, Lq: 256, Lk: 256, D: 64 } },
-  { id: '1x8x512x64', label: '1 × 8 heads × 512 tokens × 64', shape: { B: 1, H: 8, Lq: 512, Lk: 512, D: 64 } },
-  { id: '1x8x1024x64', label: '1 × 8 heads × 1024 tokens × 64 (slow in plain JS)', shape: { B: 1, H: 8, Lq: 1024, Lk: 1024, D: 64 } },
-  { id: 'decode', label: 'decode: 1 query × 4096 keys, 8 heads × 64', shape: { B: 1, H: 8, Lq: 1, Lk: 4096, D: 64 } },
+  { id: '1x4x128x64', label: '4 heads × 128 tokens, D 64', shape: { B: 1, H: 4, Lq: 128, Lk: 128, D: 64 } },
+  { id: '1x8x256x64', label: '8 heads × 256 tokens, D 64', shape: { B: 1, H: 8, Lq: 256, Lk: 256, D: 64 } },
+  { id: '1x8x512x64', label: '8 heads × 512 tokens, D 64', shape: { B: 1, H: 8, Lq: 512, Lk: 512, D: 64 } },
+  { id: '1x8x1024x64', label: '8 heads × 1024 tokens, D 64', shape: { B: 1, H: 8, Lq: 1024, Lk: 1024, D: 64 } },
+  { id: 'decode', label: 'decode: 1 query, 4096 keys', shape: { B: 1, H: 8, Lq: 1, Lk: 4096, D: 64 } },
 ];
 
 const fmtMs = (ms) => (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms >= 1 ? ms.toFixed(2) : ms.toFixed(3));
@@ -40,7 +40,7 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
   const describeShape = (s) => `B=${s.B}, H=${s.H}, Lq=${s.Lq}, Lk=${s.Lk}, D=${s.D}`;
   const refreshLabel = () => {
     const s = pageShape();
-    els.preset.options[0].textContent = `this page’s shape (${s.B} × ${s.H} heads × ${s.Lk} tokens × ${s.D})`;
+    els.preset.options[0].textContent = `this page (${s.B}×${s.H}×${s.Lk}×${s.D})`;
   };
 
   const setRunning = (on) => {
@@ -55,6 +55,18 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     els.progress.value = fraction;
     els.progress.textContent = `${Math.round(fraction * 100)}%`;
     els.status.textContent = `Timing ${label}… ${Math.round(fraction * 100)}%`;
+    // The table says what is happening too (it said "Not run yet" under a moving bar).
+    const placeholder = els.table.querySelector('td.empty');
+    if (placeholder) placeholder.textContent = `Running: ${Math.round(fraction * 100)}%, timing ${label}…`;
+    else if (fraction === 0) {
+      const td = document.createElement('td');
+      td.colSpan = 6;
+      td.className = 'empty';
+      td.textContent = `Running: 0%, timing ${label}…`;
+      const tr = document.createElement('tr');
+      tr.append(td);
+      els.table.replaceChildren(tr);
+    }
   };
 
   const show = (result, backend) => {
@@ -113,6 +125,8 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
 
   const fail = (message) => {
     els.status.textContent = `The benchmark failed: ${message}`;
+    const placeholder = els.table.querySelector('td.empty');
+    if (placeholder) placeholder.textContent = `The benchmark failed: ${message}`;
     els.root.dataset.state = 'error';
     console.error('maskattn demo: benchmark failed:', message);
   };
@@ -172,6 +186,8 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
         setRunning(false);
         els.status.textContent = 'Stopped.';
         els.root.dataset.state = 'stopped';
+        const placeholder = els.table.querySelector('td.empty');
+        if (placeholder) placeholder.textContent = 'Stopped before it finished: press “Run the benchmark” to start again.';
         resolve();
       };
     });

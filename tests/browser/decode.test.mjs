@@ -150,12 +150,12 @@ test('decode panel: a sliding window makes the cache a ring; float16 halves its 
   const f32Bytes = s.byteLength;
   await page.locator('#decode').screenshot({ path: path.join(RESULTS, 'demo-decode-window.png') });
 
-  // float16: the same picture up to rounding, half the bytes; the session restarts.
+  // float16: the same picture up to rounding, half the bytes; the steps taken are replayed, not lost.
   s = await act(page, () => page.selectOption('#decode-dtype', 'float16'));
-  assert.equal(s.step, 0);
+  assert.equal(s.step, 5);
   assert.equal(s.byteLength, f32Bytes / 2);
-  for (let n = 0; n < 5; n++) s = await act(page, () => page.click('#decode-next'));
   assert.deepEqual(s.lengths, [9, 5]);
+  assert.deepEqual(s.slots[0], [6, 7, 8, 3, 4, 5]);
 
   // One sequence only; play runs to the end of the text (12 steps), then stops by itself.
   s = await act(page, () => page.uncheck('#decode-ragged'));
@@ -188,6 +188,22 @@ test('branching panel: forks share pages, a draft tree is verified and its accep
   await page.locator('#branching').scrollIntoViewIfNeeded();
   const branching = () => page.evaluate(() => JSON.parse(document.getElementById('branching-json').textContent));
   let s = await branching();
+  // At load: the prompt in sequence 1 only, the draft not verified (the buttons then change what shows).
+  assert.equal(s.fork.stage, 'prompt');
+  assert.deepEqual(s.fork.lengths, [5, 0, 0]);
+  assert.deepEqual(s.fork.tables.map((t) => t.filter((p) => p >= 0).length), [3, 0, 0]);
+  assert.equal(s.tree.verified, false);
+  assert.equal(s.tree.weights, null);
+  assert.match(await page.locator('#branching-status').textContent(), /Press “Fork the prompt”.*Press “Verify the draft tree”/);
+  for (const button of ['#fork-run', '#tree-verify']) {
+    const k = await page.evaluate(() => window.__maskattnDemo.branchingRenders);
+    await page.click(button);
+    await page.waitForFunction((r) => window.__maskattnDemo.branchingRenders > r, k);
+  }
+  s = await branching();
+  assert.equal(s.fork.stage, 'forked');
+  assert.equal(s.tree.verified, true);
+  assert.doesNotMatch(await page.locator('#branching-status').textContent(), /Press/);
   // 'the cat sat on the' (5 tokens) in pages of 2, forked twice, then 3, 2 and 3 tokens of each
   // sequence's own: pages 0 and 1 stay shared by all three; page 2 (positions 4-5) was shared when
   // the forks first wrote position 5, so two of them copied it (pages 3 and 4) and the last kept it.
@@ -225,7 +241,7 @@ test('branching panel: forks share pages, a draft tree is verified and its accep
   assert.deepEqual(s.tree.kept, [1, 4]);
   assert.deepEqual(s.tree.lengthsAfter, [7]);
   assert.match(await page.locator('#branching-status').textContent(), /Kept “sofa \.”: cache\.lengths = \[7\]/);
-  assert.match(await page.locator('#branching-call').textContent(), /cache\.pages\(1\);\s+\/\/ Int32Array \[0, 1, 4, 6/);
+  assert.match(await page.locator('#branching-call').textContent(), /draft\.keep\(0, tree, \[1, 4\]\)/);
   assert.equal(await page.evaluate(() => document.getElementById('branching-error').hidden), true);
   await page.locator('#branching').screenshot({ path: path.join(RESULTS, 'demo-branching.png') });
   assert.deepEqual(await page.evaluate(() => window.__cspViolations), []);
@@ -243,8 +259,11 @@ test('decode panel: q8 and q4 caches show their memory and their error against a
   const f32Bytes = s.byteLength;
   assert.equal(s.float32ByteLength, f32Bytes);
   for (const [dtype, blockBytes, bound] of [['q8', 36, 0.02], ['q4', 20, 0.15], ['float16', null, 0.002]]) {
+    const stepsBefore = s.step;
     s = await act(page, () => page.selectOption('#decode-dtype', dtype));
     assert.equal(s.dtype, dtype);
+    assert.equal(s.step, stepsBefore, 'a new dtype keeps the steps taken');
+    s = await act(page, () => page.click('#decode-reset'));
     assert.equal(s.step, 0);
     for (let n = 0; n < 4; n++) s = await act(page, () => page.click('#decode-next'));
     assert.deepEqual(s.lengths, expectedLengths(4));
@@ -280,7 +299,7 @@ test('decode panel: labelled controls, keyboard readout, no sideways scrolling o
   try {
     const small = await openDemo(phone);
     for (let n = 0; n < 5; n++) await act(small, () => small.click('#decode-next'));
-    await small.click('#decode summary');
+    assert.ok(await small.locator('#decode-call').isVisible(), 'the code panel is open');
     await small.locator('#decode').screenshot({ path: path.join(RESULTS, 'demo-decode-phone.png') });
     const width = await small.evaluate(() => document.documentElement.scrollWidth);
     assert.ok(width <= 390, `page is ${width}px wide on a 390px phone`);

@@ -107,8 +107,10 @@ test('the server sends the page with a strict CSP, isolation headers and only th
   assert.match((await get('/web/style.css')).headers.get('content-type'), /^text\/css/);
   assert.equal((await get('/docs/semantics.md')).status, 200);
   assert.equal((await get('/')).status, 302);
-  for (const p of ['/package.json', '/scripts/serve.mjs', '/web/../package.json', '/%2e%2e/package.json', '/src/', '/docs/', '/web/nope.js'])
+  for (const p of ['/package.json', '/scripts/serve.mjs', '/web/../package.json', '/%2e%2e/package.json', '/src/', '/docs/nope.html', '/web/nope.js'])
     assert.equal((await get(p)).status, 404, p);
+  assert.equal((await get('/docs/')).headers.get('location'), '/docs/index.html', '/docs/ goes to the list of docs');
+  assert.match((await get('/docs/semantics.html')).headers.get('content-type'), /^text\/html/);
   const html = await (await get('/web/')).text();
   assert.doesNotMatch(html, /\son[a-z]+\s*=/i, 'no inline event-handler attributes');
   assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)[^>]*>/i, 'no inline scripts');
@@ -224,12 +226,13 @@ test('changing the controls changes the drawn weights', async () => {
     await page.check('#queries-all');
   });
 
-  // The padded batch: sentence 2 ("Dogs bark") has 2 real tokens of 6.
+  // The padded batch: sentence 2 ("Dogs bark") has 2 real tokens of 6; the example turns on both paddings.
   await act(page, () => page.selectOption('#example', 'batch'));
   const dogs = await act(page, () => page.selectOption('#sentence-pick', '1'));
   assert.deepEqual(dogs.colLabels, ['Dogs', 'bark', '<pad>', '<pad>', '<pad>', '<pad>']);
   for (const row of dogs.mask) assert.deepEqual(row.slice(2), [0, 0, 0, 0]);
-  const qpad = await act(page, () => page.check('#query-padding'));
+  assert.equal(await page.isChecked('#query-padding'), true);
+  const qpad = dogs;
   assert.deepEqual(qpad.fullyMaskedRows, [2, 3, 4, 5]);
   for (const i of [2, 3, 4, 5]) {
     assert.ok(qpad.weights[i].every((x) => num(x) === 0), `padding row ${i} is zero`);
@@ -371,7 +374,9 @@ test('desktop and phone screenshots; no sideways scrolling on a phone', async ()
       const box = await small.locator('#weights-canvas').boundingBox();
       const s = box.width / g.width;
       await small.tap('#weights-canvas', { position: { x: (g.x0 + 1.5 * g.cell) * s, y: (g.y0 + 2.5 * g.cell) * s } });
-      await small.waitForSelector('#weights-tooltip:not([hidden])');
+      // On a phone the readout under the map says what a tapped cell holds (no tooltip over the rows).
+      await small.waitForFunction(() => /query 2 .* key 1 /.test(document.getElementById('weights-readout').textContent));
+      assert.equal(await small.evaluate(() => document.getElementById('weights-tooltip').hidden), true);
     }
     await small.screenshot({ path: path.join(RESULTS, 'demo-phone.png'), fullPage: true });
     await small.screenshot({ path: path.join(RESULTS, 'demo-phone-viewport.png') });

@@ -44,12 +44,12 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
   for (const f of packed.files) console.log(`  ${f.path.padEnd(28)} ${String(f.size).padStart(8)} bytes`);
 
   const allowed = [/^js\/[^/]+\.(js|d\.ts)$/, /^dist\/[^/]+\.(mjs|wasm|worker\.js|node\.cjs|node\.worker\.cjs)$/, /^package\.json$/, /^README(\.md)?$/i,
-    /^docs\/semantics\.md$/, /^LICEN[CS]E(\.md|\.txt)?$/i];
+    /^docs\/[a-z-]+\.md$/, /^LICEN[CS]E(\.md|\.txt)?$/i];
   const unexpected = files.filter((f) => !allowed.some((re) => re.test(f)));
   assert.deepEqual(unexpected, [], 'files that should not ship');
   for (const banned of [/^src\//, /^tests?\//, /^build/, /node_modules/, /^bench/, /^bindings\//, /^examples\//, /^scripts\//, /\.tgz$/, /CMakeLists/])
     assert.ok(!files.some((f) => banned.test(f)), `nothing matching ${banned}`);
-  const required = ['package.json', 'README.md', 'docs/semantics.md', 'js/index.js', 'js/index.d.ts',
+  const required = ['package.json', 'README.md', 'docs/semantics.md', 'docs/javascript.md', 'docs/kv-cache.md', 'docs/cpp.md', 'js/index.js', 'js/index.d.ts',
     'dist/maskattn-simd.mjs', 'dist/maskattn-simd.wasm', 'dist/maskattn-scalar.mjs', 'dist/maskattn-scalar.wasm', ...pkg.files];
   // Every build: ES-module glue + .wasm; threaded builds add the browser worker script and the Node glue.
   for (const build of ['simd-relaxed', 'simd-threads', 'simd-relaxed-threads']) {

@@ -1,7 +1,8 @@
-// The README's JavaScript example runs as written (with 'maskattn' resolved to this checkout).
+// The JavaScript examples of the README and docs/*.md run as written (with 'maskattn' resolved to this
+// checkout). Each example is looked up by its marker in every one of those files: it must be in exactly one.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -11,9 +12,11 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 
 // Runs the ```js block after `<!-- example: NAME -->` and returns what it printed.
 function runExample(name) {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const match = new RegExp(`<!-- example: ${name} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readme);
-  assert.ok(match, `README has a js example after <!-- example: ${name} -->`);
+  const files = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const found = files.map((f) => [f, new RegExp(`<!-- example: ${name} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readFileSync(join(root, f), 'utf8'))])
+    .filter(([, m]) => m);
+  assert.equal(found.length, 1, `exactly one of ${files.join(', ')} has a js example after <!-- example: ${name} --> (${found.map(([f]) => f)})`);
+  const match = found[0][1];
   const entry = pathToFileURL(join(root, 'js/index.js')).href;
   const code = match[1].replaceAll("from 'maskattn'", `from '${entry}'`);
   const dir = mkdtempSync(join(tmpdir(), 'maskattn-readme-'));
@@ -21,12 +24,14 @@ function runExample(name) {
   return execFileSync(process.execPath, [join(dir, 'example.mjs')], { encoding: 'utf8' });
 }
 
-test('README JavaScript example runs and prints the documented results', () => {
-  const out = runExample('js');
-  assert.match(out, /arch: 'simd128'/);
-  assert.match(out, /\[ 2, 4, 6, 8 \]/);
-  assert.match(out, /RangeError keyLengths\[0\] .*9/);
-});
+for (const name of ['js', 'js-api']) {
+  test(`JavaScript example '${name}' (README quick start, docs/javascript.md) runs and prints the documented results`, () => {
+    const out = runExample(name);
+    assert.match(out, /arch: 'simd128'/);
+    assert.match(out, /\[ 2, 4, 6, 8 \]/);
+    assert.match(out, /RangeError keyLengths\[0\] .*9/);
+  });
+}
 
 test('README quantized cache example runs and prints the documented results', () => {
   const out = runExample('js-quant');

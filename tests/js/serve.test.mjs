@@ -49,7 +49,8 @@ before(async () => {
   symlinkSync('/etc', path.join(root, 'dist', 'etc'));
   symlinkSync(path.join(root, 'js', 'a.js'), path.join(root, 'web', 'also-a.js'));  // leaves web/ into js/: refused too
   symlinkSync(path.join(root, 'web', 'index.html'), path.join(root, 'web', 'home.html'));  // stays inside web/: fine
-  symlinkSync(path.join(root, 'private', 'key.txt'), path.join(root, 'docs', 'semantics.md'));  // the one single file
+  symlinkSync(path.join(root, 'private', 'key.txt'), path.join(root, 'docs', 'semantics.md'));  // a doc leading out of docs/
+  symlinkSync(path.join(root, 'private', 'key.txt'), path.join(root, 'docs', 'leak.md'));
   sandbox = await start({ port: 0, root });
 });
 after(async () => {
@@ -66,7 +67,7 @@ test('served files, and the headers: CSP with frame-ancestors \'none\', no frami
   assert.equal(r.headers['x-frame-options'], 'DENY');
   assert.equal(r.headers['x-content-type-options'], 'nosniff');
   assert.equal(r.headers['cross-origin-opener-policy'], 'same-origin');
-  for (const p of ['/js/index.js', '/docs/semantics.md', '/web/index.html'])
+  for (const p of ['/js/index.js', '/docs/semantics.md', '/web/index.html', '/docs/bench-chart.svg', '/docs/index.html'])
     assert.equal((await raw(server.port, p)).status, 200, p);
   const err = await raw(server.port, '/nope');
   assert.equal(err.headers['content-security-policy'], CSP, 'errors carry the CSP too');
@@ -74,7 +75,10 @@ test('served files, and the headers: CSP with frame-ancestors \'none\', no frami
 
 test('paths out of the served folders, in every spelling, sent raw: 404 (or 400), never the file', async () => {
   const targets = [
-    '/package.json', '/scripts/serve.mjs', '/src/core/validate.cpp', '/.git/config', '/docs/', '/docs/../package.json',
+    '/package.json', '/scripts/serve.mjs', '/src/core/validate.cpp', '/.git/config', '/docs/../package.json',
+    '/docs/%2e%2e/package.json', '/docs/..%2fpackage.json', '/docs/%2e%2e%2fREADME.md', '/docs/../README.md', '/docs/../README.html',
+    '/docs/..%2fREADME.html', '/docs/%2e%2e%2fpackage.html', '/docs/Semantics.html', '/docs/semantics.md/', '/docs/sub/semantics.md',
+    '/docs/.semantics.md', '/docs/semantics.md%00.svg', '/docs/nope.html', '/docs/nope.md', '/docs/semantics.txt',
     '/web/../package.json', '/web/../../package.json', '/web/../scripts/serve.mjs', '/js/../../../../etc/passwd',
     '/web/%2e%2e/package.json', '/web/%2E%2E/package.json', '/web/.%2e/package.json', '/%2e%2e/%2e%2e/etc/passwd',
     '/web/%2e%2e%2fpackage.json', '/web/..%2fpackage.json', '/web/..%2f..%2fetc%2fpasswd', '/web/%2e%2e%2f%2e%2e%2fetc%2fpasswd',
@@ -95,13 +99,43 @@ test('paths out of the served folders, in every spelling, sent raw: 404 (or 400)
     assert.equal((await raw(server.port, t)).status, 400, t);
 });
 
+test('docs: every docs/*.md as Markdown and as a rendered page, links between them rewritten, /docs/ lists them', async () => {
+  const { readdirSync } = await import('node:fs');
+  const names = readdirSync(path.join(path.dirname(new URL(import.meta.url).pathname), '../../docs')).filter((f) => f.endsWith('.md')).map((f) => f.slice(0, -3));
+  assert.ok(names.includes('semantics') && names.includes('javascript') && names.includes('performance'), names.join());
+  const index = await raw(server.port, '/docs/index.html');
+  assert.equal(index.headers['content-security-policy'], CSP);
+  for (const n of names) {
+    assert.match(index.body, new RegExp(`href="${n}\\.html"`), `the list links ${n}`);
+    const md = await raw(server.port, `/docs/${n}.md`);
+    assert.equal(md.status, 200, `${n}.md`);
+    assert.match(md.headers['content-type'], /^text\/markdown/);
+    const page = await raw(server.port, `/docs/${n}.html`);
+    assert.equal(page.status, 200, `${n}.html`);
+    assert.match(page.headers['content-type'], /^text\/html/);
+    assert.equal(page.headers['content-security-policy'], CSP);
+    assert.match(page.body, /<h1 id="[^"]+">/, `${n}.html has its title as a heading`);
+    assert.doesNotMatch(page.body, /<script/i, `${n}.html runs no script`);
+    assert.doesNotMatch(page.body, /href="[a-z0-9-]+\.md(#[^"]*)?"(?![^<]*this page as Markdown)/, `${n}.html links other docs' pages, not their Markdown`);
+  }
+  const js = await raw(server.port, '/docs/javascript.html');
+  assert.match(js.body, /<table>/, 'tables are rendered');
+  assert.match(js.body, /<pre><code class="language-js">/, 'code blocks are rendered');
+  assert.match(js.body, /href="kv-cache\.html"/);
+  const r = await raw(server.port, '/docs/');
+  assert.equal(r.status, 302);
+  assert.equal(r.headers.location, '/docs/index.html');
+  assert.equal((await raw(server.port, '/docs/index.html', { method: 'HEAD' })).status, 200);
+});
+
 test('symbolic links are not followed out of the served folders', async () => {
   const port = sandbox.port;
   assert.equal((await raw(port, '/web/index.html')).status, 200);
   assert.equal((await raw(port, '/web/home.html')).status, 200, 'a link that stays inside web/ is fine');
   assert.equal((await raw(port, '/js/a.js')).status, 200);
   for (const t of ['/web/secret.txt', '/web/private/key.txt', '/web/up/secret.txt', '/web/up/root/package.json',
-    '/web/up/root/private/key.txt', '/dist/etc/passwd', '/dist/etc/hostname', '/web/also-a.js', '/docs/semantics.md']) {
+    '/web/up/root/private/key.txt', '/dist/etc/passwd', '/dist/etc/hostname', '/web/also-a.js', '/docs/semantics.md',
+    '/docs/semantics.html', '/docs/leak.md', '/docs/leak.html']) {
     const r = await raw(port, t);
     assert.equal(r.status, 404, t);
     assert.doesNotMatch(r.body, /secret|private|root:/, t);

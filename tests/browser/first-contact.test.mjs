@@ -1,0 +1,440 @@
+// The demo as a first-time visitor meets it (issue #29), at 1440x900 and on a 390x844 phone: the
+// padded batch's real words attend, examples leave no stale rule, every adjustment of the input is
+// said, no text in the maps overlaps, the clicked cell's outline follows the click, the code panels
+// are open and copy programs that run in Node (against this checkout as the 'maskattn' package) and
+// print the page's numbers, the speed table says it is running, the start strip links every doc.
+// Screenshots: test-results/first-contact-*.png.
+//
+//   node --test tests/browser/first-contact.test.mjs
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, symlink, writeFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { launchChromium, watchProblems } from './chromium.mjs';
+import { start } from '../../scripts/serve.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const RESULTS = path.join(ROOT, 'test-results');
+const SIZES = {
+  desktop: { viewport: { width: 1440, height: 900 } },
+  phone: { viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true },
+};
+
+let server;
+let browser;
+let project;          // a scratch project whose node_modules/maskattn is this checkout
+const problems = [];
+
+before(async () => {
+  server = await start({ port: 0 });
+  browser = await launchChromium();
+  await mkdir(RESULTS, { recursive: true });
+  project = await mkdtemp(path.join(tmpdir(), 'maskattn-snippets-'));
+  await mkdir(path.join(project, 'node_modules'));
+  await symlink(ROOT, path.join(project, 'node_modules', 'maskattn'), 'dir');
+  await writeFile(path.join(project, 'package.json'), JSON.stringify({ name: 'snippets', private: true, type: 'module' }));
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+  if (project) await rm(project, { recursive: true, force: true });
+});
+
+async function open(size) {
+  const context = await browser.newContext(SIZES[size]);
+  const origin = new URL(server.url).origin;
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+  const page = await context.newPage();
+  await watchProblems(page, problems, { origin });
+  await page.goto(server.url);
+  await page.waitForFunction(() => window.__maskattnDemo?.ready === true || !document.getElementById('error').hidden, null, { timeout: 30000 });
+  assert.equal(await page.evaluate(() => document.getElementById('error').hidden), true, 'the page shows no error');
+  return { page, context };
+}
+
+const view = (page) => page.evaluate(() => JSON.parse(document.getElementById('weights-json').textContent));
+const settle = (page) => page.evaluate(() => new Promise((ok) => requestAnimationFrame(() => requestAnimationFrame(ok))));
+
+/** Runs an action and waits for the main panel to draw again. */
+async function act(page, action) {
+  const n = await page.evaluate(() => window.__maskattnDemo.renders);
+  await action();
+  await page.waitForFunction((k) => window.__maskattnDemo.renders > k, n, { timeout: 5000 });
+  await settle(page);
+  return view(page);
+}
+const typeText = (page, text) => act(page, () => page.fill('#sentences', text));
+const checked = (page, id) => page.evaluate((i) => document.getElementById(i).checked, id);
+const notice = (page) => page.evaluate(() => { const n = document.getElementById('notice'); return n.hidden ? '' : n.textContent; });
+
+/** Runs a copied program in the scratch project; returns what it printed. */
+async function runSnippet(code, name) {
+  const file = path.join(project, `${name}.mjs`);
+  await writeFile(file, code);
+  return execFileSync(process.execPath, [file], { cwd: project, encoding: 'utf8', timeout: 60000 });
+}
+
+/** Clicks a panel's Copy button and returns the clipboard, checked against the panel's text. */
+async function copy(page, preId) {
+  const button = page.locator(`button.copy[data-copy="${preId}"]`);
+  await button.scrollIntoViewIfNeeded();
+  await button.click();
+  await page.waitForFunction((id) => document.querySelector(`button.copy[data-copy="${id}"]`).dataset.copied === 'true', preId);
+  const text = await page.evaluate(() => navigator.clipboard.readText());
+  assert.equal(text, await page.evaluate((id) => document.getElementById(id).textContent, preId), 'the clipboard holds the panel');
+  return text;
+}
+
+const close = (a, b, tol = 2e-4) => Math.abs(Number(a) - Number(b)) <= tol;
+
+for (const size of Object.keys(SIZES)) {
+  test(`${size}: the padded batch's real words each attend a key; the pitfall is a lesson with a one-click fix`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    await act(page, () => page.selectOption('#example', 'batch'));
+    assert.equal(await checked(page, 'query-padding'), true);
+    assert.equal(await checked(page, 'key-padding'), true);
+    const realRowsAttend = async () => {
+      const out = [];
+      for (const b of ['0', '1', '2']) {
+        const v = await act(page, () => page.selectOption('#sentence-pick', b));
+        const realRows = v.rowLabels.map((t, i) => (t === '<pad>' ? -1 : i)).filter((i) => i >= 0);
+        out.push(realRows.every((i) => v.mask[i].some((m) => m === 1)));
+      }
+      return out;
+    };
+    assert.deepEqual(await realRowsAttend(), [true, true, true], 'every real word of every sentence attends a key');
+    assert.equal(await page.evaluate(() => window.__maskattnDemo.callout?.kind), 'lesson');
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-batch.png`) });
+    // The pitfall, on purpose: the callout says what happened, and its button fixes it.
+    await act(page, () => page.click('#callout-fix'));
+    assert.equal(await checked(page, 'query-padding'), false);
+    const v = await act(page, () => page.selectOption('#sentence-pick', '1'));
+    // d(i) = i + 2 − 6: "Dogs" and "bark" (rows 0, 1) get no key while <pad> rows 4 and 5 do.
+    assert.ok(v.fullyMaskedRows.includes(0) && v.fullyMaskedRows.includes(1), `"Dogs bark" has no key to attend without queryLengths (${v.fullyMaskedRows})`);
+    assert.ok(!v.fullyMaskedRows.includes(4) && !v.fullyMaskedRows.includes(5), 'while its <pad> rows attend');
+    const callout = await page.evaluate(() => window.__maskattnDemo.callout);
+    assert.equal(callout.kind, 'pitfall');
+    assert.match(callout.text, /“Dogs”, “bark” have no key to attend/);
+    assert.ok(await page.locator('#callout').isVisible());
+    await page.locator('#callout').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-pitfall.png`) });
+    await act(page, () => page.click('#callout-fix'));
+    assert.equal(await checked(page, 'query-padding'), true);
+    assert.deepEqual(await realRowsAttend(), [true, true, true]);
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: switching examples (or typing) leaves no stale rule`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    const first = await view(page);
+    await act(page, () => page.selectOption('#example', 'packed'));
+    assert.equal(await checked(page, 'segments'), true);
+    let v = await act(page, () => page.selectOption('#example', 'sentence'));
+    assert.equal(await checked(page, 'segments'), false, 'One sentence clears Segments');
+    assert.deepEqual(v.mask, first.mask, 'the same picture as at load');
+    // A typed text after Packed documents: the example's Segments rule goes, and the page says so.
+    await act(page, () => page.selectOption('#example', 'packed'));
+    v = await typeText(page, 'The cat sat on the mat');
+    assert.equal(await checked(page, 'segments'), false, 'typing clears the example’s Segments');
+    assert.deepEqual(v.mask, first.mask, '"The cat sat on the mat" is one document');
+    assert.match(await notice(page), /Segments turned off/);
+    // A rule the user set stays when they type; an example clears it.
+    await act(page, () => page.check('#alibi'));
+    await typeText(page, 'The cat sat');
+    assert.equal(await checked(page, 'alibi'), true, 'the user’s own rule stays');
+    await act(page, () => page.selectOption('#example', 'batch'));
+    assert.equal(await checked(page, 'alibi'), false, 'an example starts from its own rules');
+    // The presets of the start strip.
+    await act(page, () => page.click('button.preset[data-preset="window"]'));
+    assert.equal(await checked(page, 'window'), true);
+    await act(page, () => page.selectOption('#example', 'sentence'));
+    assert.equal(await checked(page, 'window'), false);
+    await act(page, () => page.click('button.preset[data-preset="padding"]'));
+    assert.equal(await page.inputValue('#example'), 'batch');
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: every cut or adjusted input is said in a notice`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    assert.equal(await notice(page), '', 'no notice at load');
+    const twenty = Array.from({ length: 20 }, (_, i) => `w${i}`).join(' ');
+    let v = await typeText(page, twenty);
+    assert.equal(v.Lk, 16);
+    assert.match(await notice(page), /line 1 has 20 tokens: only its first 16 are used/);
+    await page.locator('#notice').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-notice.png`) });
+    v = await typeText(page, Array.from({ length: 8 }, (_, i) => `line ${i}`).join('\n'));
+    assert.equal(v.B, 6);
+    assert.match(await notice(page), /8 lines: only the first 6 are used/);
+    const kept = await typeText(page, 'The cat sat');
+    assert.equal(await notice(page), '');
+    v = await typeText(page, '   \n  ');
+    assert.match(await notice(page), /empty.*Nothing was computed/);
+    assert.deepEqual(v.mask, kept.mask, 'no stand-in token is computed');
+    await typeText(page, 'The cat sat');
+    await act(page, () => page.fill('#seed', '-5'));
+    assert.match(await notice(page), /seed -5 is not a whole number in 0 … 4294967295: using 0/);
+    await act(page, () => page.fill('#seed', '42'));
+    await act(page, () => page.check('#softcap'));
+    await act(page, () => page.fill('#softcap-value', '0'));
+    assert.match(await notice(page), /softcap c = 0 must be a number above 0: using 1/);
+    await act(page, () => page.fill('#softcap-value', '2'));
+    await act(page, () => page.check('#queries-decode'));
+    await act(page, () => page.fill('#decode-n', '9'));
+    assert.match(await notice(page), /decode queries 9 is more than the 3 tokens: using 3/);
+    await act(page, () => page.fill('#decode-n', '2'));
+    assert.equal(await notice(page), '', 'valid input again: no notice');
+    // The KV cache panel says when it adjusts a typed window or capacity.
+    await page.check('#decode-window');
+    await page.fill('#decode-capacity', '40');
+    await page.locator('#decode-capacity').blur();
+    await page.waitForFunction(() => !document.getElementById('decode-notice').hidden);
+    assert.match(await page.locator('#decode-notice').textContent(), /capacity 40 is not a whole number in 4…16: using 16/);
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: no text in the maps overlaps, no label is cut, a wide map says it scrolls`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    const words = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen';
+    await typeText(page, words);
+    await act(page, () => page.selectOption('#head-dim', '32'));
+    const maps = await page.evaluate(() => window.__maskattnDemo.heatmaps);
+    for (const [name, g] of Object.entries(maps)) {
+      const boxes = g.texts;
+      const overlaps = [];
+      for (let a = 0; a < boxes.length; a++) {
+        const A = boxes[a];
+        if (A.cell) {
+          const [x, y, c] = A.cell;
+          if (A.x < x + 1 || A.x + A.w > x + c - 1) overlaps.push(`${name}: "${A.text}" leaves its cell`);
+        }
+        if (A.kind === 'col-rotated' && A.x + A.w > g.width + 0.5) overlaps.push(`${name}: label "${A.text}" runs off the canvas`);
+        if (A.kind === 'col-rotated' && A.spacing < 11) overlaps.push(`${name}: rotated labels ${A.spacing.toFixed(1)}px apart, less than a line`);
+        for (let b = a + 1; b < boxes.length; b++) {
+          const B = boxes[b];
+          if (A.kind === 'col-rotated' || B.kind === 'col-rotated') continue;  // diagonal bands, 45° apart from everything else
+          if (A.x < B.x + B.w && B.x < A.x + A.w && A.y < B.y + B.h && B.y < A.y + A.h) overlaps.push(`${name}: "${A.text}" overlaps "${B.text}"`);
+        }
+      }
+      assert.deepEqual(overlaps, [], `${name}: ${overlaps.length} overlaps`);
+      if (name !== 'output') {
+        const labels = boxes.filter((t) => t.kind.startsWith('col')).map((t) => t.text);
+        assert.deepEqual(labels, words.split(' '), `${name}: every column label whole`);
+      }
+    }
+    // The output map at D = 32 is wider than a phone: its box says it scrolls.
+    const overflows = await page.evaluate(() => document.querySelector('#fig-output .map-box').classList.contains('overflows'));
+    const wider = maps.output.width > (await page.evaluate(() => document.querySelector('#fig-output .map-scroll').clientWidth));
+    assert.equal(overflows, wider);
+    if (size === 'phone') assert.ok(overflows, 'on a phone the output map scrolls, and says so');
+    await page.locator('#fig-output').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-d32.png`) });
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: the clicked cell is outlined at once; on a phone no tooltip covers rows`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    const g = await page.evaluate(() => window.__maskattnDemo.heatmaps.weights);
+    await page.locator('#weights-canvas').scrollIntoViewIfNeeded();
+    const box = await page.locator('#weights-canvas').boundingBox();
+    const s = box.width / g.width;
+    for (const [i, j] of [[3, 1], [5, 4]]) {
+      const position = { x: (g.x0 + (j + 0.5) * g.cell) * s, y: (g.y0 + (i + 0.5) * g.cell) * s };
+      if (size === 'phone') await page.tap('#weights-canvas', { position });
+      else await page.click('#weights-canvas', { position });
+      // The outline's pixel at the cell's left edge, read right after the click.
+      const rgb = await page.evaluate(({ i, j }) => {
+        const gg = window.__maskattnDemo.heatmaps.weights;
+        const c = document.getElementById('weights-canvas');
+        const r = c.width / gg.width;
+        const probe = document.createElement('canvas');
+        probe.width = probe.height = 1;
+        const ctx = probe.getContext('2d', { willReadFrequently: true });
+        ctx.drawImage(c, Math.floor((gg.x0 + j * gg.cell + 1.5) * r), Math.floor((gg.y0 + (i + 0.5) * gg.cell) * r), 1, 1, 0, 0, 1, 1);
+        return Array.from(ctx.getImageData(0, 0, 1, 1).data);
+      }, { i, j });
+      // The keyboard cursor's amber (the canvas has focus) or the hover outline's near-black: not the cell's blue.
+      const amber = rgb[0] > 220 && rgb[1] > 130 && rgb[1] < 185 && rgb[2] < 60;
+      const dark = rgb[0] < 80 && rgb[1] < 80 && rgb[2] < 100;
+      assert.ok(amber || dark, `cell (${i}, ${j}) outlined right after the click: rgb ${rgb}`);
+      const readout = await page.locator('#weights-readout').textContent();
+      assert.match(readout, new RegExp(`query ${i} .* key ${j} `), 'the readout names the clicked cell');
+      const tip = await page.evaluate(() => { const t = document.getElementById('weights-tooltip'); return t.hidden ? null : t.textContent; });
+      if (size === 'phone') assert.equal(tip, null, 'no floating tooltip on a phone');
+      else assert.match(tip, new RegExp(`query ${i} .* key ${j} `));
+    }
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-click.png`) });
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: start strip, docs links, pictures before the form, dropdown texts whole`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    assert.equal(await page.locator('#install-line').textContent(), 'npm install maskattn');
+    assert.ok(await page.locator('#start').isVisible());
+    const links = await page.evaluate(() => [...document.querySelectorAll('a[href^="/docs/"]')].map((a) => a.getAttribute('href')));
+    for (const panel of ['#start', '#call-panel', '#decode-call-panel', '#branching-call-panel', '#lesson', '#perf', 'footer'])
+      assert.ok(await page.locator(`${panel} a[href^="/docs/"]`).count() > 0, `${panel} links the docs`);
+    // Every doc page is reachable: the list the strip links, and each page it lists.
+    const index = await (await fetch(new URL('/docs/index.html', server.url))).text();
+    const pages = [...index.matchAll(/<li><a href="([a-z0-9-]+\.html)"/g)].map((m) => `/docs/${m[1]}`);
+    assert.ok(pages.length >= 6, pages.join());
+    for (const href of new Set([...links.map((l) => l.split('#')[0]), ...pages])) {
+      const r = await fetch(new URL(href, server.url));
+      assert.equal(r.status, 200, href);
+    }
+    await page.click('#start a[href="/docs/javascript.html"]');
+    await page.waitForSelector('h1#maskattn-in-javascript');
+    assert.ok(await page.locator('.doc-nav a[href="semantics.html"]').count() === 1);
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-docs.png`) });
+    await page.goBack();
+    await page.waitForFunction(() => window.__maskattnDemo?.ready === true, null, { timeout: 30000 });
+    // The first picture comes before the form on one column (and beside it on a wide screen).
+    const mask = await page.locator('#fig-mask').boundingBox();
+    const form = await page.locator('#controls').boundingBox();
+    if (size === 'phone') assert.ok(mask.y < form.y, `the mask (${mask.y}) is above the form (${form.y})`);
+    assert.ok(mask.y < SIZES[size].viewport.height, `the first picture starts on the first screen (at ${mask.y}px)`);
+    // Each visible select is wide enough for its options' texts.
+    const cut = await page.evaluate(() => {
+      const ctx = document.createElement('canvas').getContext('2d');
+      const out = [];
+      for (const sel of document.querySelectorAll('select')) {
+        if (!sel.offsetParent) continue;
+        const cs = getComputedStyle(sel);
+        ctx.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+        const room = sel.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight) - 20;  // the arrow
+        for (const o of sel.options) if (ctx.measureText(o.textContent).width > room) out.push(`#${sel.id}: "${o.textContent}"`);
+      }
+      return out;
+    });
+    assert.deepEqual(cut, [], 'dropdown texts cut');
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-load.png`) });
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-full.png`), fullPage: true });
+    assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= SIZES[size].viewport.width, 'no sideways scrolling');
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: KV cache steps survive a new dtype; a typed capacity applies without leaving the box; fork and verify change what shows`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    await page.locator('#decode').scrollIntoViewIfNeeded();
+    for (let n = 0; n < 2; n++) await page.click('#decode-next');
+    await page.waitForFunction(() => window.__maskattnDemo.decode.step === 2);
+    await page.selectOption('#decode-dtype', 'float16');
+    await page.waitForFunction(() => window.__maskattnDemo.decode.dtype === 'float16');
+    assert.equal(await page.evaluate(() => window.__maskattnDemo.decode.step), 2, 'the steps are kept');
+    await page.check('#decode-window');
+    await page.locator('#decode-capacity').fill('7');   // typed, focus stays in the box
+    await page.waitForFunction(() => window.__maskattnDemo.decode.capacity === 7);
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'decode-capacity');
+    assert.equal(await page.evaluate(() => window.__maskattnDemo.decode.step), 2);
+    const b0 = await page.evaluate(() => window.__maskattnDemo.branching);
+    assert.equal(b0.fork.stage, 'prompt');
+    assert.equal(b0.tree.verified, false);
+    await page.locator('#fork-run').scrollIntoViewIfNeeded();
+    await page.click('#fork-run');
+    await page.waitForFunction(() => window.__maskattnDemo.branching.fork.stage === 'forked');
+    await page.click('#tree-verify');
+    await page.waitForFunction(() => window.__maskattnDemo.branching.tree.verified === true);
+    await page.locator('#branching').screenshot({ path: path.join(RESULTS, `first-contact-${size}-branching.png`) });
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+}
+
+test('desktop: each code panel is open, copies a program that runs in Node and prints the page\'s numbers', async () => {
+  const before = problems.length;
+  const { page, context } = await open('desktop');
+  for (const id of ['call', 'decode-call', 'branching-call']) {
+    assert.ok(await page.locator(`#${id}`).isVisible(), `#${id} is shown without unfolding anything`);
+    assert.match(await page.locator(`#${id}`).textContent(), /^import \{ init \} from 'maskattn';$/m);
+    assert.doesNotMatch(await page.locator(`#${id}`).textContent(), /\/js\/index\.js/);
+  }
+  // The attention panel, in two states: the load, and the batch with ALiBi, a window and 'nan'.
+  for (const setup of [async () => {}, async () => {
+    await act(page, () => page.selectOption('#example', 'batch'));
+    await act(page, () => page.check('#alibi'));
+    await act(page, () => page.check('#window'));
+    await act(page, () => page.selectOption('#policy', 'nan'));
+    await act(page, () => page.selectOption('#sentence-pick', '1'));
+    await act(page, () => page.selectOption('#head-pick', '2'));
+  }]) {
+    await setup();
+    const v = await view(page);
+    const code = await copy(page, 'call');
+    assert.match(code, /returnLse: true/);
+    const out = await runSnippet(code, 'attention');
+    const rows = [...out.matchAll(/^row (\d+): (.*)$/gm)].map((m) => m[2].split(' '));
+    assert.equal(rows.length, v.Lq, out);
+    rows.forEach((row, i) => row.forEach((x, d) => {
+      const want = v.output[i][d];
+      if (want === 'NaN') assert.equal(x, 'NaN', `row ${i} dim ${d}`);
+      else assert.ok(close(x, want), `row ${i} dim ${d}: ${x} vs the page's ${want}`);
+    }));
+  }
+  // The KV cache panel after three steps of a float16 ring.
+  await page.locator('#decode').scrollIntoViewIfNeeded();
+  await page.selectOption('#decode-dtype', 'float16');
+  await page.check('#decode-window');
+  for (let n = 0; n < 3; n++) await page.click('#decode-next');
+  await page.waitForFunction(() => window.__maskattnDemo.decode.step === 3);
+  const d = await page.evaluate(() => window.__maskattnDemo.decode);
+  const dout = await runSnippet(await copy(page, 'decode-call'), 'decode');
+  assert.match(dout, new RegExp(`lengths \\[ ${d.lengths.join(', ')} \\]`));
+  const drows = [...dout.matchAll(/^seq (\d+) head (\d+): (.*)$/gm)].map((m) => m[3].split(' '));
+  assert.equal(drows.length, d.rows);
+  drows.forEach((row, r) => row.forEach((x, j) => assert.ok(close(x, d.weights[r][j] ?? 0), `row ${r}, position ${j}: ${x} vs ${d.weights[r][j]}`)));
+  // The branching panel after fork, verify and keep.
+  await page.locator('#branching').scrollIntoViewIfNeeded();
+  await page.click('#fork-run');
+  await page.click('#tree-verify');
+  await page.selectOption('#tree-path', '1');
+  await page.click('#tree-keep');
+  await page.waitForFunction(() => window.__maskattnDemo.branching.tree.kept !== null);
+  const br = await page.evaluate(() => window.__maskattnDemo.branching);
+  const bout = await runSnippet(await copy(page, 'branching-call'), 'branching');
+  br.fork.tables.forEach((t, b) => assert.match(bout, new RegExp(`^pages\\(${b}\\) ${t.join(' ')}$`, 'm')));
+  assert.match(bout, new RegExp(`^lengths ${br.fork.lengths.join(' ')} bytes ${br.fork.byteLength}$`, 'm'));
+  const nodes = [...bout.matchAll(/^node (\d+): (.*)$/gm)].map((m) => m[2].split(' '));
+  assert.equal(nodes.length, br.tree.weights.length);
+  nodes.forEach((row, i) => row.forEach((x, j) => assert.ok(close(x, br.tree.weights[i][j]), `node ${i}, position ${j}`)));
+  assert.match(bout, new RegExp(`^after keep: lengths ${br.tree.lengthsAfter.join(' ')}$`, 'm'));
+  await context.close();
+  assert.deepEqual(problems.slice(before), []);
+});
+
+test('desktop: the speed table says it is running while its bar moves', async () => {
+  const before = problems.length;
+  const { page, context } = await open('desktop');
+  assert.match(await page.locator('#perf-table').textContent(), /Not run yet/);
+  await page.locator('#perf').scrollIntoViewIfNeeded();
+  await page.click('#perf-run');
+  assert.match(await page.locator('#perf-table').textContent(), /Running: \d+%/);
+  await page.waitForFunction(() => document.getElementById('perf-progress').value > 0.2, null, { timeout: 60000 });
+  const text = await page.locator('#perf-table').textContent();
+  const bar = await page.evaluate(() => document.getElementById('perf-progress').value);
+  if (await page.evaluate(() => document.getElementById('perf').dataset.state === 'running')) {
+    assert.doesNotMatch(text, /Not run yet/);
+    assert.match(text, /Running: \d+%/);
+    assert.ok(bar > 0);
+  }
+  await page.click('#perf-stop').catch(() => {});
+  await context.close();
+  assert.deepEqual(problems.slice(before), []);
+});
