@@ -69,9 +69,13 @@ run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-fail
 step "native build with ThreadSanitizer (build/tsan)"
 run build build/tsan "${sanitizer_flags[@]}" -DMASKATTN_BUILD_EXAMPLES=OFF \
   "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread"
-step "ThreadSanitizer tests: concurrent calls, a shared KV cache, 1/2/3/8 threads bitwise"
+step "ThreadSanitizer tests: concurrent calls, a shared KV cache, 1/2/3/8 threads bitwise, host executors"
 run gtest env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/maskattn_tests \
-  --gtest_filter='Threads.*:*ThreadCount*'
+  --gtest_filter='Threads.*:*ThreadCount*:Executor.*'
+# The same threaded suites with a pool the test owns as the default executor (no maskattn thread).
+step "ThreadSanitizer tests through a host's executor (MASKATTN_TEST_EXECUTOR=1)"
+run gtest env MASKATTN_TEST_EXECUTOR=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  build/tsan/tests/maskattn_tests --gtest_filter='Threads.*:*ThreadCount*:Executor.*'
 
 # libFuzzer (clang-19, ASan + UBSan): bytes -> shapes, strides, options, masks, caches; every native
 # target and kernel against the float64 reference; hostile input must get ArgumentError.
