@@ -101,6 +101,13 @@ for mode in simd scalar simd-relaxed simd-threads; do
   run ctest --test-dir build/wasm-$mode --output-on-failure
 done
 
+# The Emscripten CMake package: the trees above installed into one prefix, examples/embedding built
+# against it with emcmake per flavour (simd128, relaxed, simd128-threads), run under Node, checked
+# against the same program built natively against the installed native package.
+step "WebAssembly installed-package consumer (find_package(maskattn) under emcmake) against native"
+run bash -c 'if bash tests/consumer/run-wasm.sh . build/native build/wasm-simd build/wasm-simd-relaxed build/wasm-simd-threads;
+  then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
+
 if [ -f scripts/test-js.sh ]; then
   step "JavaScript package, types and browser tests"
   run bash scripts/test-js.sh
