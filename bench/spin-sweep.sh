@@ -28,3 +28,19 @@ for rep in $(seq "$reps"); do
     done
   done
 done
+# maskattn alone (no peer in the process: no other library's spinning threads), 1 and 2 threads.
+for rep in $(seq "$reps"); do
+  for spin in "${spins[@]}"; do
+    for mode in pause back-to-back; do
+      gap=(--gap-ms 1 --warm 0)
+      [ $mode = pause ] || gap=(--gap-ms 0)
+      "$bench" --case 1,6,11 --threads 1,2 --peers none "${gap[@]}" --budget 1.5 --spin-us "$spin" --idle-cpu 2>/dev/null |
+        awk -v spin="$spin" -v mode="$mode" -v rep="$rep" '
+          /^#[0-9]+ +idle CPU/ && $12 == "2T" { idle[$1] = $13 }
+          /^#[0-9]+ / && !/idle/ { c = $1 }
+          /^ +maskattn +\|/ { one[c] = $3; two[c] = $7 }
+          END { for (k in one) printf "alone rep %s spin_us %5s %-12s %-4s maskattn 1T %7.3f ms 2T %7.3f ms idle_us 2T %5s\n",
+                  rep, spin, mode, k, one[k], two[k], idle[k] }'
+    done
+  done
+done
