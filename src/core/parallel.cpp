@@ -52,7 +52,6 @@ std::atomic<int64_t> g_spin_ns{200000};
 std::atomic<int> g_threads_started{0};
 std::atomic<int64_t> g_jobs{0};
 
-// Spins until done() or kSpinTime has passed; returns done().
 // Whether this thread may sleep (block on a futex): not a browser's main thread.
 bool may_sleep() {
 #if defined(__EMSCRIPTEN_PTHREADS__)
@@ -62,6 +61,7 @@ bool may_sleep() {
 #endif
 }
 
+// Spins until done() or the spin time has passed; returns done(). spin_us 0: no spin at all.
 template <class Done>
 bool spin_until(Done&& done) {
   const auto spin = std::chrono::nanoseconds(g_spin_ns.load(std::memory_order_relaxed));
