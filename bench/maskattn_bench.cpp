@@ -3,6 +3,11 @@
 //
 //   maskattn_bench [--quick] [--json FILE] [--case ID[,ID...]] [--threads 1,2] [--target NAME]
 //                  [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS] [--warm N]
+//                  [--spin-us US] [--idle-cpu]
+//
+// --spin-us: maskattn's pool spin (ThreadPoolConfig::spin_us). --idle-cpu: after each case, the CPU
+// time the process burns in the 20 ms after one call of each implementation (idle workers spinning),
+// median of 5 (sleeping 40 ms before each so the previous call's spin is over).
 //
 // Method (the machine is shared and noisy): every (implementation, thread count) pair of a case
 // is measured in turn, in a new random order each repetition: a short pause (so no library's idle
@@ -107,7 +112,8 @@ std::vector<int> parse_ints(const char* s) {
 void usage() {
   std::fprintf(stderr,
                "usage: maskattn_bench [--quick] [--json FILE] [--case ID[,ID...]] [--threads 1,2] [--target NAME]\n"
-               "                      [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS] [--warm N]\n");
+               "                      [--peers openblas,eigen,onednn] [--budget SECONDS] [--gap-ms MS] [--warm N]\n"
+               "                      [--spin-us US] [--idle-cpu]\n");
 }
 
 }  // namespace
@@ -132,6 +138,7 @@ int main(int argc, char** argv) {
   maskattn::Target target = maskattn::Target::automatic;
   double budget = -1, gap_ms = 1.0;
   int warm = 3;
+  bool idle_cpu = false;
   for (int a = 1; a < argc; ++a) {
     const char* arg = argv[a];
     const bool has_value = a + 1 < argc;
@@ -143,6 +150,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(arg, "--budget") && has_value) budget = std::atof(argv[++a]);
     else if (!std::strcmp(arg, "--gap-ms") && has_value) gap_ms = std::atof(argv[++a]);
     else if (!std::strcmp(arg, "--warm") && has_value) warm = std::atoi(argv[++a]);
+    else if (!std::strcmp(arg, "--idle-cpu")) idle_cpu = true;
+    else if (!std::strcmp(arg, "--spin-us") && has_value) {
+      try {
+        maskattn::set_thread_pool_config({std::atof(argv[++a])});
+      } catch (const maskattn::ArgumentError& e) {
+        std::fprintf(stderr, "--spin-us: %s\n", e.what());
+        return 2;
+      }
+    }
     else if (!std::strcmp(arg, "--target") && has_value) {
       const std::string name = argv[++a];
       bool found = false;
@@ -384,6 +400,25 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "  %d repetitions, %.1f s\n", reps,
                  std::chrono::duration<double>(clock_type::now() - case_start).count());
+    if (idle_cpu) {
+      const auto cpu_now = [] {
+        timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
+      };
+      for (Impl& im : impls) {
+        std::vector<double> us;
+        for (int r = 0; r < 5; ++r) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(40));
+          im.call(0);
+          const double c0 = cpu_now();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          us.push_back(cpu_now() - c0);
+        }
+        std::printf("#%-3s idle CPU in the 20 ms after a call: %-8s %dT %7.0f us (median of 5; spin_us %.0f)\n", c.id.c_str(),
+                    im.name.c_str(), im.threads, median(us), maskattn::thread_pool_config().spin_us);
+      }
+    }
 
     // Table rows and JSON.
     std::vector<Result> results;

@@ -39,6 +39,8 @@ export interface InitOptions {
    * Most threads (the calling thread included): 'auto' (default) = the cores the engine reports
    * (navigator.hardwareConcurrency, os.availableParallelism()), at most 16, where threads can run
    * (Node, cross-origin isolated pages); elsewhere, or with 1, the single-threaded build loads.
+   * Per module: it starts threads - 1 Web Workers once. Beside a runtime with its own workers
+   * (onnxruntime-web numThreads > 1, transformers.js), prefer 1 (docs/embedding.md).
    */
   threads?: 'auto' | number;
   /**
@@ -103,6 +105,8 @@ export interface MaskOptions {
   /**
    * Most threads for this call (default: `backend.threads`, all the module has; larger counts are
    * capped to it). The library runs as many as pay off for the problem's size (stats.threadsUsed).
+   * `threads: 1` is cheap: the call runs on the calling thread alone and the module's workers are
+   * not woken. A page whose model runtime runs its own workers: docs/embedding.md, "Threads in JavaScript".
    */
   threads?: number;
 }

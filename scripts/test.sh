@@ -60,7 +60,8 @@ step "native build with AddressSanitizer + UndefinedBehaviorSanitizer"
 sanitizer_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 run build build/asan "${sanitizer_flags[@]}" -DMASKATTN_SANITIZE=ON -DMASKATTN_BUILD_EXAMPLES=OFF
 step "sanitizer tests"
-run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j2 -E installed_package_consumer
+# (gtest_host_executor, the threaded suites again through a host's pool, runs natively and under TSan.)
+run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j2 -E 'installed_package_consumer|gtest_host_executor'
 
 # ThreadSanitizer: the tests that run threads (test_threads.cpp: concurrent callers on shared
 # inputs and a shared KV cache, thread-count invariance on every kernel; the target-parameterised
@@ -69,9 +70,15 @@ run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-fail
 step "native build with ThreadSanitizer (build/tsan)"
 run build build/tsan "${sanitizer_flags[@]}" -DMASKATTN_BUILD_EXAMPLES=OFF \
   "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread"
-step "ThreadSanitizer tests: concurrent calls, a shared KV cache, 1/2/3/8 threads bitwise"
+step "ThreadSanitizer tests: concurrent calls, a shared KV cache, 1/2/3/8 threads bitwise, host executors"
 run gtest env TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/tests/maskattn_tests \
-  --gtest_filter='Threads.*:*ThreadCount*'
+  --gtest_filter='Threads.*:*ThreadCount*:Executor.*'
+# The threaded suites again with a pool the test owns as the default executor, failing if maskattn's
+# own pool starts a thread (the per-target Differential ThreadCount tests take this path natively, in
+# ctest's gtest_host_executor; under TSan they would add 50 s). About 5 s.
+step "ThreadSanitizer tests through a host's executor (MASKATTN_TEST_EXECUTOR=1)"
+run gtest env MASKATTN_TEST_EXECUTOR=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  build/tsan/tests/maskattn_tests --gtest_filter='Threads.*:Executor.*'
 
 # libFuzzer (clang-19, ASan + UBSan): bytes -> shapes, strides, options, masks, caches; every native
 # target and kernel against the float64 reference; hostile input must get ArgumentError.
@@ -96,6 +103,13 @@ for mode in simd scalar simd-relaxed simd-threads; do
   step "WebAssembly tests ($mode) under Node"
   run ctest --test-dir build/wasm-$mode --output-on-failure
 done
+
+# The Emscripten CMake package: the trees above installed into one prefix, examples/embedding built
+# against it with emcmake per flavour (simd128, relaxed, simd128-threads), run under Node, checked
+# against the same program built natively against the installed native package.
+step "WebAssembly installed-package consumer (find_package(maskattn) under emcmake) against native"
+run bash -c 'if bash tests/consumer/run-wasm.sh . build/native build/wasm-simd build/wasm-simd-relaxed build/wasm-simd-threads;
+  then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
 
 if [ -f scripts/test-js.sh ]; then
   step "JavaScript package, types and browser tests"

@@ -1,6 +1,12 @@
 // A persistent worker pool: threads are started once and kept, so a multi-threaded call costs a
 // wake-up (a few microseconds), not a thread spawn per call (tens of microseconds, more than a
-// small attention call takes). Workers spin briefly (kSpinTime) after a job before sleeping.
+// small attention call takes). Workers spin briefly (ThreadPoolConfig::spin_us) after a job before
+// sleeping.
+//
+// A host's executor (Options::executor, set_default_executor) replaces the pool: the call's work
+// is cut into `threads` tasks handed to the host's parallel_for, each taking units from a shared
+// counter (so a task's worker index is its task index, and a host that runs the tasks serially
+// still gets every unit). The pool is then never touched: no thread of maskattn's starts.
 //
 // One job runs at a time. A call that finds the pool busy (another thread of the application is
 // inside attention) runs its units inline on its own thread instead of waiting: results are the
@@ -12,10 +18,13 @@
 // caller on it spins instead of sleeping while the workers finish their last units.
 #include "core/parallel.hpp"
 
+#include "core/errors.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -34,14 +43,15 @@
 namespace maskattn::detail {
 namespace {
 
-// How long a waiting thread spins before it sleeps: measured by the clock, not in pause
-// instructions (one pause is 26 ns on Zen 5, 1 ns on older cores). Long enough to catch the next
-// call of a decode loop without a futex wake-up (tens of microseconds in a VM); the spin yields
-// regularly, so a thread that needs this core (our own worker on a busy machine, or another
-// library's) gets it.
-constexpr auto kSpinTime = std::chrono::microseconds(200);
+// How long a waiting thread spins before it sleeps (ThreadPoolConfig::spin_us, in nanoseconds):
+// measured by the clock, not in pause instructions (one pause is 26 ns on Zen 5, 1 ns on older
+// cores). The default, 200 us, catches the next call of a decode loop without a futex wake-up
+// (tens of microseconds in a VM); the spin yields regularly, so a thread that needs this core (our
+// own worker on a busy machine, or another library's) gets it.
+std::atomic<int64_t> g_spin_ns{200000};
+std::atomic<int> g_threads_started{0};
+std::atomic<int64_t> g_jobs{0};
 
-// Spins until done() or kSpinTime has passed; returns done().
 // Whether this thread may sleep (block on a futex): not a browser's main thread.
 bool may_sleep() {
 #if defined(__EMSCRIPTEN_PTHREADS__)
@@ -51,13 +61,16 @@ bool may_sleep() {
 #endif
 }
 
+// Spins until done() or the spin time has passed; returns done(). spin_us 0: no spin at all.
 template <class Done>
 bool spin_until(Done&& done) {
+  const auto spin = std::chrono::nanoseconds(g_spin_ns.load(std::memory_order_relaxed));
+  if (spin.count() == 0) return done();
   const auto start = std::chrono::steady_clock::now();
   for (int n = 1;; ++n) {
     if (done()) return true;
     MASKATTN_PAUSE();
-    if (n % 32 == 0 && std::chrono::steady_clock::now() - start > kSpinTime) return done();
+    if (n % 32 == 0 && std::chrono::steady_clock::now() - start > spin) return done();
     if (n % 1024 == 0) std::this_thread::yield();  // rarely: a yield costs microseconds in a VM
   }
 }
@@ -88,7 +101,9 @@ class Pool {
       const int id = int(workers_.size()) + 1;
       // A new worker starts from the current generation: only the job announced next is new to it.
       workers_.emplace_back([this, id, gen = generation_.load()] { worker_loop(id, gen); });
+      g_threads_started.fetch_add(1, std::memory_order_relaxed);
     }
+    g_jobs.fetch_add(1, std::memory_order_relaxed);
     job_ = &f;
     units_ = units;
     next_.store(0);
@@ -163,9 +178,8 @@ class Pool {
   std::exception_ptr error_;
 };
 
-}  // namespace
-
-void parallel_for(int threads, int64_t units, const std::function<void(int, int64_t)>& f) {
+// maskattn's own pool: f(worker, unit) on up to `threads` threads.
+void builtin_parallel_for(int threads, int64_t units, const std::function<void(int, int64_t)>& f) {
 #if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
   threads = 1;
 #endif
@@ -176,4 +190,99 @@ void parallel_for(int threads, int64_t units, const std::function<void(int, int6
   for (int64_t u = 0; u < units; ++u) f(0, u);
 }
 
+// The default executor: null = the built-in pool. A shared_ptr so that a call keeps the executor it
+// started with while another thread replaces the default.
+std::mutex g_default_mutex;
+std::shared_ptr<const Executor> g_default;
+
+std::shared_ptr<const Executor> default_executor() {
+  std::lock_guard<std::mutex> lock(g_default_mutex);
+  return g_default;
+}
+
+// The work on a host's executor: `tasks` tasks, each taking units from a shared counter; errors
+// caught inside a task (a host's pool may not carry exceptions) and rethrown here.
+void host_parallel_for(const Executor& e, int tasks, int64_t units, const std::function<void(int, int64_t)>& f) {
+  std::atomic<int64_t> next{0};
+  std::atomic<int> finished{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  const std::function<void(int64_t)> task = [&](int64_t index) {
+    if (index >= 0 && index < tasks) {
+      try {
+        for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) f(int(index), u);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next.store(units);  // the other tasks stop taking units
+        failed.store(true);
+      }
+    }
+    finished.fetch_add(1, std::memory_order_acq_rel);
+  };
+  e.parallel_for(tasks, task);
+  if (failed.load()) std::rethrow_exception(error);
+  const int done = finished.load(std::memory_order_acquire);
+  if (done != tasks || next.load() < units)
+    fail("executor", cat("parallel_for(", tasks, ", task) returned after ", done, " task call(s), expected ", tasks,
+                         " (it must run task(i) once for every i in [0, count) and return when all have returned)"));
+}
+
+}  // namespace
+
+void parallel_for(const Executor* executor, int threads, int64_t units, const std::function<void(int, int64_t)>& f) {
+  if (threads > 1 && units > 1) {
+    std::shared_ptr<const Executor> held;
+    if (!executor) {
+      held = default_executor();
+      executor = held.get();
+    }
+    if (executor && executor != &builtin_executor()) {
+      host_parallel_for(*executor, int(std::min<int64_t>(threads, units)), units, f);
+      return;
+    }
+  }
+  builtin_parallel_for(threads, units, f);
+}
+
 }  // namespace maskattn::detail
+
+namespace maskattn {
+
+const Executor& builtin_executor() noexcept {
+  static const Executor e{[](int64_t count, const std::function<void(int64_t)>& task) {
+    detail::builtin_parallel_for(int(std::min<int64_t>(count, 1024)), count, [&](int, int64_t i) { task(i); });
+  }};
+  return e;
+}
+
+void set_default_executor(const Executor& executor) {
+  if (!executor.parallel_for)
+    detail::fail_type("executor", "parallel_for is empty (a null function); use reset_default_executor() for maskattn's own pool");
+  auto copy = std::make_shared<const Executor>(executor);
+  std::lock_guard<std::mutex> lock(detail::g_default_mutex);
+  detail::g_default = std::move(copy);
+}
+
+void reset_default_executor() noexcept {
+  std::shared_ptr<const Executor> old;
+  std::lock_guard<std::mutex> lock(detail::g_default_mutex);
+  old.swap(detail::g_default);
+}
+
+void set_thread_pool_config(const ThreadPoolConfig& config) {
+  if (!(config.spin_us >= 0 && config.spin_us <= 1e6))  // NaN fails both
+    detail::fail("spin_us", detail::cat("must be in [0, 1e6] microseconds, given ", config.spin_us));
+  detail::g_spin_ns.store(int64_t(config.spin_us * 1000.0 + 0.5));
+}
+
+ThreadPoolConfig thread_pool_config() noexcept {
+  return ThreadPoolConfig{double(detail::g_spin_ns.load()) / 1000.0};
+}
+
+ThreadPoolInfo thread_pool_info() noexcept {
+  return ThreadPoolInfo{detail::g_threads_started.load(), detail::g_jobs.load()};
+}
+
+}  // namespace maskattn

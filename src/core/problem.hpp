@@ -104,6 +104,7 @@ struct Problem {
   float* weights = nullptr;  // [B, Hq, Lq, Lk]
   float* lse = nullptr;      // [B, Hq, Lq]
   int threads = 1;
+  const Executor* executor = nullptr;  // null = the process default
   Kernel kernel = Kernel::automatic;
   Stats* stats = nullptr;
 

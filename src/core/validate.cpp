@@ -314,6 +314,9 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
 
   if (o.threads < 1 || o.threads > 1024) fail("threads", cat("must be in [1, 1024], given ", o.threads));
   p.threads = o.threads;
+  if (o.executor && !o.executor->parallel_for)
+    fail_type("executor", "parallel_for is empty (a null function); pass nullptr for the default executor");
+  p.executor = o.executor;
   if (!target_available(o.target))
     fail("target", cat(target_name(o.target), " is not available here (compiled in: ",
                        compiled_targets_string(), "; best: ", target_name(best_target()), ")"));

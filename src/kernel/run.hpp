@@ -91,7 +91,7 @@ void run_prefill(const Problem& p) {
   std::vector<int64_t> order;
   if (threads > 1) order = batches_longest_first(p);
 
-  parallel_for(threads, heads * chunks, [&](int worker, int64_t unit) {
+  parallel_for(p.executor, threads, heads * chunks, [&](int worker, int64_t unit) {
     const int64_t head = unit / chunks, chunk = unit % chunks;
     const int64_t b = order.empty() ? head / p.Hkv : order[size_t(head / p.Hkv)];
     const int64_t begin = chunk * per_chunk, end = std::min(blocks, begin + per_chunk);
@@ -167,7 +167,7 @@ void run_decode(const Problem& p) {
   // Weights rows hold logits until the rows are finished; keys no chunk computes stay -inf (0).
   if (p.weights) std::fill(p.weights, p.weights + p.B * p.Hq * p.Lq * p.Lk, kNegInf);
 
-  parallel_for(threads, groups * chunks, [&](int worker, int64_t unit) {
+  parallel_for(p.executor, threads, groups * chunks, [&](int worker, int64_t unit) {
     Workspace& ws = workspaces[worker];
     const int64_t g = unit / chunks, c = unit % chunks;
     const int64_t head = g / row_blocks, rb = g % row_blocks;

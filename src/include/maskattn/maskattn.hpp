@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -190,6 +191,52 @@ struct Stats {
   int threads_used = 0;       // most threads a call used (<= Options::threads; fewer when more do not pay)
 };
 
+// ---------------------------------------------------------------------------------------------
+// Threads: bring your own (docs/embedding.md). All of maskattn's parallel work goes through an
+// Executor: the caller's, per call (Options::executor) or once per process
+// (set_default_executor), or maskattn's own pool (the default, builtin_executor()).
+// ---------------------------------------------------------------------------------------------
+
+// A host's parallel_for: `parallel_for(count, task)` must call task(i) exactly once for every i in
+// [0, count), on any threads (the calling one included), in any order, concurrently or not, and
+// return only when every task has returned. maskattn asks for count <= Options::threads tasks;
+// each task takes work units from a shared counter until none are left, so a host that runs the
+// tasks one after another (a busy pool, or no threads at all) still gets the whole result, and
+// results are bitwise the same whoever runs the tasks. Tasks never throw (maskattn catches its
+// own errors inside a task and rethrows them on the calling thread once parallel_for returns).
+// parallel_for may be called from several application threads at once (one per concurrent
+// maskattn call) and must be callable from every thread that calls maskattn.
+struct Executor {
+  std::function<void(int64_t count, const std::function<void(int64_t index)>& task)> parallel_for;
+};
+
+// maskattn's own pool as an Executor (to ask for it per call when a default executor is set).
+// Its threads start on the first call that uses them, never before.
+const Executor& builtin_executor() noexcept;
+// The executor of every call whose Options::executor is null. ArgumentError ("executor") if
+// parallel_for is empty. Thread-safe; calls already running keep the executor they started with.
+void set_default_executor(const Executor& executor);
+// Back to maskattn's own pool.
+void reset_default_executor() noexcept;
+
+// maskattn's own pool: how long an idle worker spins (watching for the next call) before it sleeps,
+// and how long a caller spins waiting for the workers before it sleeps. Spinning makes a call that
+// follows soon after the last one start without a futex wake-up (tens of microseconds in a VM, up
+// to hundreds when the core is asleep); it costs CPU time while idle: up to spin_us of a core per
+// worker after every call. Process-wide; takes effect from the next wait.
+struct ThreadPoolConfig {
+  double spin_us = 200;  // [0, 1e6] microseconds; 0 = sleep at once
+};
+void set_thread_pool_config(const ThreadPoolConfig& config);  // ArgumentError ("spin_us") if out of range
+ThreadPoolConfig thread_pool_config() noexcept;
+// What maskattn's own pool has done in this process: workers started (they are kept until exit)
+// and jobs run on them (calls that used more than one thread of the pool).
+struct ThreadPoolInfo {
+  int threads_started = 0;
+  int64_t jobs = 0;
+};
+ThreadPoolInfo thread_pool_info() noexcept;
+
 struct Options {
   std::optional<float> scale;      // default 1/sqrt(D) (1 when D == 0)
   bool causal = false;             // j <= d(i)
@@ -215,6 +262,9 @@ struct Options {
   Kernel kernel = Kernel::automatic;
   int threads = 1;                 // most worker threads to use (fewer when more would not pay off);
                                    // results do not depend on it
+  const Executor* executor = nullptr;  // who runs the threads' work; null = the process default
+                                   // (set_default_executor; maskattn's own pool unless set). Must
+                                   // outlive the call
   Stats* stats = nullptr;          // if set, tile counters are added to it
 };
 
