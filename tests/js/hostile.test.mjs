@@ -1,5 +1,5 @@
 // Hostile input, JavaScript side: a table of mistakes and attacks, each row one call that must be
-// refused. For every row (on every single-threaded WebAssembly build):
+// refused. For every row (on every WebAssembly build, the threaded ones included):
 //   - the error is the library's own TypeError / RangeError (MaskAttnTypeError / MaskAttnRangeError)
 //     of the expected kind, its `argument` names the culprit, its message says what matters;
 //   - nothing was written: the heap guard (heap-guard.mjs) checks canary blocks around where a
@@ -428,7 +428,6 @@ const ROWS = [
   ['workspace of 3 GiB', { call: ({ ma }) => ma.createWorkspace({ q: [1, 1, 3, 268435456], k: K, v: K }), type: RangeError, arg: 'q', says: ['2147483647'] }],
 ];
 
-const SINGLE_THREADED = BUILDS.filter((b) => !b.build.endsWith('threads'));
 // MASKATTN_HOSTILE_ROW=<exact row name>: run that row only (replaying one, or checking an old build).
 const ONLY = process.env.MASKATTN_HOSTILE_ROW;
 
@@ -437,7 +436,7 @@ test('the hostile table has at least 60 rows', () => {
   assert.equal(new Set(ROWS.map(([name]) => name)).size, ROWS.length, 'row names are unique');
 });
 
-for (const build of SINGLE_THREADED) {
+for (const build of BUILDS) {
   describe(`${build.name} build: hostile input`, () => {
     let ma;
     let guard;
