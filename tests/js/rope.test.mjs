@@ -116,6 +116,24 @@ for (const buildInfo of BUILDS) {
       });
     }
 
+    test('Workspace.run with rope equals attention with rope', () => {
+      const random = rng(4242);
+      const q = randomTensor(random, 1, 4, 6, 16), k = randomTensor(random, 1, 2, 20, 16), v = randomTensor(random, 1, 2, 20, 16);
+      const options = { causal: true, rope: { layout: 'interleaved', offset: 17 } };
+      const ws = ma.createWorkspace({ q: q.shape, k: k.shape, v: v.shape });
+      try {
+        ws.q.set(q.data);
+        ws.k.set(k.data);
+        ws.v.set(v.data);
+        ws.run(options);
+        const got = { output: { data: ws.output.slice() } };
+        assert.deepEqual(got.output.data, ma.attention(q, k, v, options).output.data, 'run() == attention(), bit for bit');
+        agrees('workspace', got, q, k, v, options);
+      } finally {
+        ws.dispose();
+      }
+    });
+
     test('rope errors are named; a cache refuses a per-call rope', () => {
       const q = tensor(new Float32Array(2 * 8), [1, 1, 2, 8]);
       const k = tensor(new Float32Array(4 * 8), [1, 1, 4, 8]);
