@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[++i]);
   }
-  const Shape shapes[] = {{"GQA 1x32/8x4096x128", 32, 8, 4096, 128}, {"MHA 1x32/32x2048x128", 32, 32, 2048, 128}};
+  // The tiny cache shows the rotation's own cost (attention over 16 keys is a few microseconds).
+  const Shape shapes[] = {{"GQA 1x32/8x4096x128", 32, 8, 4096, 128}, {"MHA 1x32/32x2048x128", 32, 32, 2048, 128},
+                          {"tiny 1x32/8x16x128", 32, 8, 16, 128}};
   const maskattn::KVType dtypes[] = {maskattn::KVType::f32, maskattn::KVType::f16, maskattn::KVType::q8};
   std::mt19937 gen(7);
   std::normal_distribution<float> normal;
