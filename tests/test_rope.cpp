@@ -4,6 +4,7 @@
 // own position, on every dtype, ring and target; appends in steps equal one attention() with rope;
 // keep() re-rotates the rows it moves; bad rope arguments are named and change nothing.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,29 @@ TEST(Rope, KeepReRotatesMovedKeys) {
     for (size_t i = 0; i < a.key.size(); ++i) ASSERT_NEAR(a.key[i], b.key[i], tol) << i;
     EXPECT_EQ(a.value, b.value);
   }
+}
+
+// Raw halves into a float16 cache with rope are rotated like the same values given as floats.
+TEST(Rope, HalfInputIsRotatedLikeFloatInput) {
+  Rng rng("rope/half-input");
+  KVCacheConfig cfg;
+  cfg.kv_heads = 2; cfg.capacity = 40; cfg.head_dim = 8; cfg.dtype = KVType::f16;
+  cfg.rope = make_rope(10000, 0, RopeLayout::interleaved, 1);
+  KVCache from_floats(cfg), from_halves(cfg);
+  std::vector<uint16_t> kh(2 * 30 * 8), vh(kh.size());
+  std::vector<float> k(kh.size()), v(kh.size());
+  for (size_t i = 0; i < kh.size(); ++i) {
+    kh[i] = maskattn::float_to_half(rng.uniform(-1, 1));
+    vh[i] = maskattn::float_to_half(rng.uniform(-1, 1));
+    k[i] = maskattn::half_to_float(kh[i]);
+    v[i] = maskattn::half_to_float(vh[i]);
+  }
+  from_floats.append(maskattn::bhld(k.data(), 1, 2, 30, 8), maskattn::bhld(v.data(), 1, 2, 30, 8));
+  from_halves.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 30, 8),
+                     maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 30, 8));
+  EXPECT_EQ(0, std::memcmp(from_floats.key_data(), from_halves.key_data(), kh.size() * 2));
+  EXPECT_EQ(0, std::memcmp(from_floats.value_data(), from_halves.value_data(), vh.size() * 2));
+  EXPECT_NE(0, std::memcmp(from_halves.key_data(), kh.data(), kh.size() * 2)) << "keys are stored rotated";
 }
 
 // Bad rope arguments: named (rope.theta, rope.dims, rope.layout, rope.offset), nothing written; a

@@ -30,7 +30,7 @@ function rotateInPlace(x, H, D, pos, theta) {
 }
 
 console.log(`${ma.backend.build}, ${reps} repetitions, median ms per decode step (append 1 token + attend)`);
-for (const [name, Hq, Hkv, L, D] of [['GQA 1x32/8x2048x128', 32, 8, 2048, 128], ['MHA 1x32/32x1024x128', 32, 32, 1024, 128]]) {
+for (const [name, Hq, Hkv, L, D] of [['GQA 1x32/8x2048x128', 32, 8, 2048, 128], ['MHA 1x32/32x1024x128', 32, 32, 1024, 128], ['tiny 1x32/8x16x128', 32, 8, 16, 128]]) {
   const capacity = L + 4 * reps + 16;
   const theta = 500000;
   const caches = {
