@@ -34,7 +34,7 @@ void attention(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
   if (p.Dv == 0 && !p.weights && !p.lse) return;
   const Target t = options.target == Target::automatic ? best_target() : options.target;
   if (t != Target::reference) {
-    std::vector<float> q_rope, k_rope;  // RoPE: rotated copies of Q and K (the reference rotates its own)
+    std::unique_ptr<float[]> q_rope, k_rope;  // RoPE: rotated copies of Q and K (the reference rotates its own)
     detail::apply_rope(p, q_rope, k_rope);
     return detail::run_kernel(t, p);
   }

@@ -249,10 +249,16 @@ struct KVCache::Impl {
     if (key && cfg.rope) rope.emplace(*cfg.rope);
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
+      int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
       for (int64_t i = 0; i < n; ++i) {
         if (!kept(b, i, n)) continue;
         const int64_t pos = lengths[size_t(b)] + i;
-        if (rope) rope->at(pos + rope->offset());
+        if (rope && i - run >= detail::RopeRotation::kRun) {
+          run = i;
+          rope->start_run(pos + rope->offset());
+        } else if (rope) {
+          rope->step_run(i - run);
+        }
         for (int64_t h = 0; h < cfg.kv_heads; ++h) {
           const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
           uint8_t* to = row(key, b, h, pos);
@@ -652,7 +658,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   }
   const Target t = options.target == Target::automatic ? best_target() : options.target;
   if (t != Target::reference) {
-    std::vector<float> q_rope, k_unused;
+    std::unique_ptr<float[]> q_rope, k_unused;
     detail::apply_rope(p, q_rope, k_unused);
     return detail::run_kernel(t, p);
   }

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,15 +58,57 @@ class RopeRotation {
       sin_[size_t(i)] = std::sin(a);
     }
   }
+  // Runs of consecutive positions (K in attention(), a prompt's rows): start_run(pos) is at(pos);
+  // step_run(r), 0 < r < kRun, gives position pos + r by the angle-addition formulas with a table of
+  // cos and sin of r · inv_freq (in double: about 1e-16 off, far below float's rounding), so n
+  // positions cost n / kRun + kRun cos/sin pairs per frequency instead of n.
+  static constexpr int64_t kRun = 64;
+  void start_run(int64_t pos) {
+    at(pos);
+    run_cos_ = cos_;
+    run_sin_ = sin_;
+  }
+  void step_run(int64_t r) {
+    if (step_cos_.empty()) {
+      step_cos_.resize(size_t(kRun * half_));
+      step_sin_.resize(size_t(kRun * half_));
+      for (int64_t k = 0; k < kRun; ++k)
+        for (int64_t i = 0; i < half_; ++i) {
+          const double a = double(k) * inv_freq_[size_t(i)];
+          step_cos_[size_t(k * half_ + i)] = std::cos(a);
+          step_sin_[size_t(k * half_ + i)] = std::sin(a);
+        }
+    }
+    pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position
+    const double* dc = step_cos_.data() + r * half_;
+    const double* ds = step_sin_.data() + r * half_;
+    for (int64_t i = 0; i < half_; ++i) {
+      const double c = run_cos_[size_t(i)], s = run_sin_[size_t(i)];
+      cos_[size_t(i)] = c * dc[i] - s * ds[i];
+      sin_[size_t(i)] = s * dc[i] + c * ds[i];
+    }
+  }
   // out = the row rotated at the last at() position; D - dims trailing elements copied. out may be in.
   void rotate(const float* in, float* out, int64_t D) const {
     const int64_t dims = rope_.dims;
-    const bool inter = rope_.layout == RopeLayout::interleaved;
-    for (int64_t i = 0; i < half_; ++i) {
-      const int64_t a = inter ? 2 * i : i, b = inter ? 2 * i + 1 : i + half_;
-      const double x = in[a], y = in[b], c = cos_[size_t(i)], s = sin_[size_t(i)];
-      out[a] = float(x * c - y * s);
-      out[b] = float(x * s + y * c);
+    const double* c = cos_.data();
+    const double* s = sin_.data();
+    if (rope_.layout == RopeLayout::interleaved) {
+      for (int64_t i = 0; i < half_; ++i) {
+        const double x = in[2 * i], y = in[2 * i + 1];
+        out[2 * i] = float(x * c[i] - y * s[i]);
+        out[2 * i + 1] = float(x * s[i] + y * c[i]);
+      }
+    } else {  // halves: two contiguous runs, which the compiler vectorizes
+      const float* xs = in;
+      const float* ys = in + half_;
+      float* ox = out;
+      float* oy = out + half_;
+      for (int64_t i = 0; i < half_; ++i) {
+        const double x = xs[i], y = ys[i];
+        ox[i] = float(x * c[i] - y * s[i]);
+        oy[i] = float(x * s[i] + y * c[i]);
+      }
     }
     if (out != in)
       for (int64_t d = dims; d < D; ++d) out[d] = in[d];
@@ -76,41 +119,44 @@ class RopeRotation {
   Rope rope_;
   int64_t half_;
   std::vector<double> inv_freq_, cos_, sin_;
+  std::vector<double> run_cos_, run_sin_, step_cos_, step_sin_;  // start_run / step_run
   int64_t pos_ = INT64_MIN;
 };
 
 // A contiguous [B, H, L, D] copy of a view (base pointer and element strides of B, H, L), each row
 // (b, h, l) rotated at position first(b) + l + offset. Loops over positions outside the heads, so
-// the angles are computed once per position.
+// the angles are computed once per position (by runs: start_run / step_run).
 template <class First>
 void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t H,
                int64_t L, int64_t D, First first, float* dst) {
   RopeRotation rot(r);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t l = 0; l < L; ++l) {
-      rot.at(first(b) + l + r.offset);
+      if (l % RopeRotation::kRun == 0) rot.start_run(first(b) + l + r.offset);
+      else rot.step_run(l % RopeRotation::kRun);
       for (int64_t h = 0; h < H; ++h) rot.rotate(src + b * sb + h * sh + l * sl, dst + ((b * H + h) * L + l) * D, D);
     }
 }
 
 // Before the kernels run: Q (and K when p.rope_keys) replaced by rotated contiguous copies held in
 // the given buffers (O(Lq·D) work per head; K, in attention() only, O(Lk·D)), and p.rope cleared.
-inline void apply_rope(Problem& p, std::vector<float>& q_buf, std::vector<float>& k_buf) {
+// The buffers are left uninitialised (every element is written): no pass to zero them.
+inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf) {
   if (!p.rope) return;
   const Rope r = *p.rope;
   p.rope.reset();
   if (p.B > 0 && p.Hq > 0 && p.Lq > 0 && p.D > 0) {
-    q_buf.resize(size_t(p.B * p.Hq * p.Lq * p.D));
+    q_buf.reset(new float[size_t(p.B * p.Hq * p.Lq * p.D)]);
     rope_copy(r, p.q, p.qs.b, p.qs.h, p.qs.l, p.B, p.Hq, p.Lq, p.D,
-              [&](int64_t b) { return p.rope_q_position(b, 0); }, q_buf.data());
-    p.q = q_buf.data();
+              [&](int64_t b) { return p.rope_q_position(b, 0); }, q_buf.get());
+    p.q = q_buf.get();
     p.qs = {p.Hq * p.Lq * p.D, p.Lq * p.D, p.D};
   }
   if (p.rope_keys && p.k && p.B > 0 && p.Hkv > 0 && p.Lk > 0 && p.D > 0) {
-    k_buf.resize(size_t(p.B * p.Hkv * p.Lk * p.D));
+    k_buf.reset(new float[size_t(p.B * p.Hkv * p.Lk * p.D)]);
     rope_copy(r, p.k, p.ks.b, p.ks.h, p.ks.l, p.B, p.Hkv, p.Lk, p.D, [](int64_t) { return int64_t(0); },
-              k_buf.data());
-    p.k = k_buf.data();
+              k_buf.get());
+    p.k = k_buf.get();
     p.ks = {p.Hkv * p.Lk * p.D, p.Lk * p.D, p.D};
   }
 }
