@@ -246,7 +246,10 @@ struct KVCache::Impl {
     const int64_t width = key ? D() : Dv();
     std::vector<float> scratch(static_cast<size_t>(width));
     std::optional<detail::RopeRotation> rope;
-    if (key && cfg.rope) rope.emplace(*cfg.rope);
+    if (key && cfg.rope) {
+      rope.emplace(*cfg.rope);
+      rope->prepare_runs();  // every allocation before the first row is written
+    }
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
       int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
@@ -304,22 +307,16 @@ struct KVCache::Impl {
   }
 
   // Copies the rows of position `from` to position `to` (every head, K and V) within sequence b
-  // (the page of `to` already owned).
-  // With RoPE the key rows are re-rotated by (to - from): stored at their new position's angle
-  // (f16, q8 and q4 rows are rounded or quantized again).
-  void move_row(int64_t b, int64_t from, int64_t to) {
-    std::optional<detail::RopeRotation> rope;
-    std::vector<float> scratch;
-    if (cfg.rope) {
-      rope.emplace(*cfg.rope);
-      rope->at(to - from);
-      scratch.resize(size_t(D()));
-    }
+  // (the page of `to` already owned). With RoPE (`rope` and a scratch row of D floats, made before
+  // anything moves) the key rows are re-rotated by (to - from): stored at their new position's
+  // angle (f16, q8 and q4 rows are rounded or quantized again).
+  void move_row(int64_t b, int64_t from, int64_t to, detail::RopeRotation* rope, float* scratch) {
+    if (rope) rope->at(to - from);
     for (int64_t h = 0; h < cfg.kv_heads; ++h) {
       if (rope) {
-        read_row(true, b, h, from, scratch.data());
-        rope->rotate(scratch.data(), scratch.data(), D());
-        encode_row(true, scratch.data(), row(true, b, h, to));
+        read_row(true, b, h, from, scratch);
+        rope->rotate(scratch, scratch, D());
+        encode_row(true, scratch, row(true, b, h, to));
       } else {
         std::memmove(row(true, b, h, to), row(true, b, h, from), size_t(k_row_bytes));
       }
@@ -547,8 +544,15 @@ void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
   // overwrites a node still to be moved.
   const int64_t base = len - T;
   m.own_positions(sequence, base, base + int64_t(path.size));
+  std::optional<detail::RopeRotation> rope;
+  std::vector<float> scratch;
+  if (m.cfg.rope) {
+    rope.emplace(*m.cfg.rope);
+    scratch.resize(size_t(m.D()));
+  }
   for (size_t k = 0; k < path.size; ++k)
-    if (path[k] != int32_t(k)) m.move_row(sequence, base + path[k], base + int64_t(k));
+    if (path[k] != int32_t(k))
+      m.move_row(sequence, base + path[k], base + int64_t(k), rope ? &*rope : nullptr, scratch.data());
   m.lengths[size_t(sequence)] = int32_t(base + int64_t(path.size));
   m.release_after(sequence, m.lengths[size_t(sequence)]);
 }

@@ -65,20 +65,26 @@ class RopeRotation {
   static constexpr int64_t kRun = 64;
   void start_run(int64_t pos) {
     at(pos);
-    run_cos_ = cos_;
+    run_cos_ = cos_;  // no allocation once prepare_runs() sized them
     run_sin_ = sin_;
   }
+  // Allocates step_run's table (done by the first step_run otherwise): callers that must not fail
+  // half-way (an append writes nothing unless it writes everything) call it before they write.
+  void prepare_runs() {
+    if (!step_cos_.empty() || half_ == 0) return;
+    run_cos_.resize(size_t(half_));
+    run_sin_.resize(size_t(half_));
+    step_cos_.resize(size_t(kRun * half_));
+    step_sin_.resize(size_t(kRun * half_));
+    for (int64_t k = 0; k < kRun; ++k)
+      for (int64_t i = 0; i < half_; ++i) {
+        const double a = double(k) * inv_freq_[size_t(i)];
+        step_cos_[size_t(k * half_ + i)] = std::cos(a);
+        step_sin_[size_t(k * half_ + i)] = std::sin(a);
+      }
+  }
   void step_run(int64_t r) {
-    if (step_cos_.empty()) {
-      step_cos_.resize(size_t(kRun * half_));
-      step_sin_.resize(size_t(kRun * half_));
-      for (int64_t k = 0; k < kRun; ++k)
-        for (int64_t i = 0; i < half_; ++i) {
-          const double a = double(k) * inv_freq_[size_t(i)];
-          step_cos_[size_t(k * half_ + i)] = std::cos(a);
-          step_sin_[size_t(k * half_ + i)] = std::sin(a);
-        }
-    }
+    prepare_runs();
     pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position
     const double* dc = step_cos_.data() + r * half_;
     const double* ds = step_sin_.data() + r * half_;
