@@ -71,6 +71,7 @@ struct KVCache::Impl {
   KVCacheConfig cfg;                // dtypes resolved
   KVType ktype = KVType::f32, vtype = KVType::f32;
   bool rotated = false;             // keys stored as R·k (kernel/quant.hpp)
+  std::optional<detail::RopeRotation> rope;  // cfg.rope's frequencies, made once (copied per call)
   int64_t k_row_bytes = 0, v_row_bytes = 0;
   // Contiguous layout: [B, Hkv, capacity] rows of K and of V, in their dtype's format
   // (kernel/quant.hpp). uint8_t storage from operator new is aligned for floats and halves.
@@ -246,9 +247,9 @@ struct KVCache::Impl {
     const int64_t width = key ? D() : Dv();
     std::vector<float> scratch(static_cast<size_t>(width));
     std::optional<detail::RopeRotation> rope;
-    if (key && cfg.rope) {
-      rope.emplace(*cfg.rope);
-      rope->prepare_runs();  // every allocation before the first row is written
+    if (key && this->rope) {
+      rope.emplace(*this->rope);
+      rope->prepare_runs(*std::max_element(take.begin(), take.end()));  // allocations before any write
     }
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
@@ -388,6 +389,7 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
   m.ktype = kt;
   m.vtype = vt;
   m.rotated = rotated;
+  if (c.rope) m.rope.emplace(*c.rope);
   m.k_row_bytes = kb;
   m.v_row_bytes = vb;
   m.lengths.assign(size_t(c.batch), 0);
@@ -546,8 +548,8 @@ void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
   m.own_positions(sequence, base, base + int64_t(path.size));
   std::optional<detail::RopeRotation> rope;
   std::vector<float> scratch;
-  if (m.cfg.rope) {
-    rope.emplace(*m.cfg.rope);
+  if (m.rope) {
+    rope.emplace(*m.rope);
     scratch.resize(size_t(m.D()));
   }
   for (size_t k = 0; k < path.size; ++k)
@@ -663,7 +665,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   const Target t = options.target == Target::automatic ? best_target() : options.target;
   if (t != Target::reference) {
     std::unique_ptr<float[]> q_rope, k_unused;
-    detail::apply_rope(p, q_rope, k_unused);
+    detail::apply_rope(p, q_rope, k_unused, m.rope ? &*m.rope : nullptr);
     return detail::run_kernel(t, p);
   }
 

@@ -7,6 +7,7 @@
 // sin in double, and each pair is rotated in double and rounded to float once.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -68,23 +69,26 @@ class RopeRotation {
     run_cos_ = cos_;  // no allocation once prepare_runs() sized them
     run_sin_ = sin_;
   }
-  // Allocates step_run's table (done by the first step_run otherwise): callers that must not fail
-  // half-way (an append writes nothing unless it writes everything) call it before they write.
-  void prepare_runs() {
-    if (!step_cos_.empty() || half_ == 0) return;
+  // Makes step_run's table for steps r < `steps` (at most kRun): runs of n positions need n. Callers
+  // that must not fail half-way (an append writes nothing unless it writes everything) call it
+  // before they write; a single position needs none (one token's append costs no table).
+  void prepare_runs(int64_t steps) {
+    steps = std::min(steps, kRun);
+    if (steps <= steps_ || half_ == 0) return;
     run_cos_.resize(size_t(half_));
     run_sin_.resize(size_t(half_));
-    step_cos_.resize(size_t(kRun * half_));
-    step_sin_.resize(size_t(kRun * half_));
-    for (int64_t k = 0; k < kRun; ++k)
+    step_cos_.resize(size_t(steps * half_));
+    step_sin_.resize(size_t(steps * half_));
+    for (int64_t k = steps_; k < steps; ++k)
       for (int64_t i = 0; i < half_; ++i) {
         const double a = double(k) * inv_freq_[size_t(i)];
         step_cos_[size_t(k * half_ + i)] = std::cos(a);
         step_sin_[size_t(k * half_ + i)] = std::sin(a);
       }
+    steps_ = steps;
   }
-  void step_run(int64_t r) {
-    prepare_runs();
+  void step_run(int64_t r) {  // r < the steps prepared
+
     pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position
     const double* dc = step_cos_.data() + r * half_;
     const double* ds = step_sin_.data() + r * half_;
@@ -126,16 +130,19 @@ class RopeRotation {
   int64_t half_;
   std::vector<double> inv_freq_, cos_, sin_;
   std::vector<double> run_cos_, run_sin_, step_cos_, step_sin_;  // start_run / step_run
+  int64_t steps_ = 0;                                             // rows of the step table
   int64_t pos_ = INT64_MIN;
 };
 
 // A contiguous [B, H, L, D] copy of a view (base pointer and element strides of B, H, L), each row
 // (b, h, l) rotated at position first(b) + l + offset. Loops over positions outside the heads, so
 // the angles are computed once per position (by runs: start_run / step_run).
+// `proto`, when given, is r's rotation made earlier (a cache keeps one: no pow per call).
 template <class First>
 void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t H,
-               int64_t L, int64_t D, First first, float* dst) {
-  RopeRotation rot(r);
+               int64_t L, int64_t D, First first, float* dst, const RopeRotation* proto = nullptr) {
+  RopeRotation rot = proto ? *proto : RopeRotation(r);
+  rot.prepare_runs(L);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t l = 0; l < L; ++l) {
       if (l % RopeRotation::kRun == 0) rot.start_run(first(b) + l + r.offset);
@@ -147,21 +154,22 @@ void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t 
 // Before the kernels run: Q (and K when p.rope_keys) replaced by rotated contiguous copies held in
 // the given buffers (O(Lq·D) work per head; K, in attention() only, O(Lk·D)), and p.rope cleared.
 // The buffers are left uninitialised (every element is written): no pass to zero them.
-inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf) {
+inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf,
+                       const RopeRotation* proto = nullptr) {
   if (!p.rope) return;
   const Rope r = *p.rope;
   p.rope.reset();
   if (p.B > 0 && p.Hq > 0 && p.Lq > 0 && p.D > 0) {
     q_buf.reset(new float[size_t(p.B * p.Hq * p.Lq * p.D)]);
     rope_copy(r, p.q, p.qs.b, p.qs.h, p.qs.l, p.B, p.Hq, p.Lq, p.D,
-              [&](int64_t b) { return p.rope_q_position(b, 0); }, q_buf.get());
+              [&](int64_t b) { return p.rope_q_position(b, 0); }, q_buf.get(), proto);
     p.q = q_buf.get();
     p.qs = {p.Hq * p.Lq * p.D, p.Lq * p.D, p.D};
   }
   if (p.rope_keys && p.k && p.B > 0 && p.Hkv > 0 && p.Lk > 0 && p.D > 0) {
     k_buf.reset(new float[size_t(p.B * p.Hkv * p.Lk * p.D)]);
     rope_copy(r, p.k, p.ks.b, p.ks.h, p.ks.l, p.B, p.Hkv, p.Lk, p.D, [](int64_t) { return int64_t(0); },
-              k_buf.get());
+              k_buf.get(), proto);
     p.k = k_buf.get();
     p.ks = {p.Hkv * p.Lk * p.D, p.Lk * p.D, p.D};
   }
