@@ -2,7 +2,9 @@
 // per head attends a resident cache created with and without `rope`, interleaved (each repetition
 // runs both, in alternating order), median ms per step and their ratio. With rope, attend rotates the
 // Lq x Hq query rows (Hq x D work); the keys were rotated when appended. Also one step of "append
-// one token, then attend", where the append rotates Hkv key rows.
+// one token, then attend", where the append rotates Hkv key rows. Then attention() with and without
+// rope, where each call rotates copies of Q and K: a decode call over 4096 keys and a 1024 x 1024
+// prefill (GQA 32/8, D 128, causal).
 //
 //   maskattn_rope_bench [--reps N] [--threads N]
 #include <algorithm>
@@ -107,5 +109,32 @@ int main(int argc, char** argv) {
       std::printf("%-22s %-4s %12.4f %12.4f %8.3f %16.4f %16.4f %8.3f\n", s.name, maskattn::kv_type_name(t), ma0, ma1,
                   ma1 / ma0, ms0, ms1, ms1 / ms0);
     }
+  std::printf("\nattention() (rotated copies of Q and K per call), median ms per call\n");
+  for (const int Lq : {1, 1024}) {
+    const int Hq = 32, Hkv = 8, Lk = Lq == 1 ? 4096 : 1024, D = 128;
+    std::vector<float> q(size_t(Hq) * Lq * D), k(size_t(Hkv) * Lk * D), v(k.size()), o(q.size());
+    for (float& x : q) x = normal(gen);
+    for (float& x : k) x = normal(gen);
+    for (float& x : v) x = normal(gen);
+    maskattn::Options plain;
+    plain.causal = true;
+    plain.threads = threads;
+    maskattn::Options roped = plain;
+    roped.rope = maskattn::Rope{};
+    auto call = [&](const maskattn::Options& opt) {
+      const double t0 = now();
+      maskattn::attention(maskattn::bhld(q.data(), 1, Hq, Lq, D), maskattn::bhld(k.data(), 1, Hkv, Lk, D),
+                          maskattn::bhld(v.data(), 1, Hkv, Lk, D), maskattn::bhld(o.data(), 1, Hq, Lq, D), opt);
+      return now() - t0;
+    };
+    const int n = Lq == 1 ? reps : std::max(3, reps / 40);
+    std::vector<double> t0, t1;
+    for (int r = 0; r < n; ++r) {
+      t0.push_back(call(plain));
+      t1.push_back(call(roped));
+    }
+    std::printf("1x%d/%dx%dx%dx%d: plain %.3f, rope %.3f, ratio %.2f\n", Hq, Hkv, Lq, Lk, D, median(t0) * 1e3,
+                median(t1) * 1e3, median(t1) / median(t0));
+  }
   return 0;
 }
