@@ -41,7 +41,8 @@ namespace {
   X(prefix) X(querySegments) X(keySegments) X(alibiSlopes) X(softcap) X(fullyMasked)            \
   X(weights) X(weightsSize) X(lse) X(lseSize) X(stats) X(half) X(counts) X(allowedSize) X(biasSize)    \
   X(keyLengthsSize) X(queryLengthsSize) X(querySegmentsSize) X(keySegmentsSize) X(alibiSlopesSize)  \
-  X(countsSize) X(threads) X(sinks) X(sinksSize) X(tree) X(treeSize)
+  X(countsSize) X(threads) X(sinks) X(sinksSize) X(tree) X(treeSize) X(hasRope) X(ropeTheta) X(ropeDims)  \
+  X(ropeLayout) X(ropeOffset)
 
 struct CallArgs {
 #define MASKATTN_FIELD(name) double name;
@@ -86,6 +87,18 @@ maskattn::Layout layout_of(const CallArgs& a) {
   return a.layout == 1 ? maskattn::Layout::blhd : maskattn::Layout::bhld;
 }
 
+// RoPE from its wire fields: layout 0 = halves, 1 = interleaved (another code reaches the library,
+// which names rope.layout); theta as given (the library checks it), dims and offset as integers.
+maskattn::Rope rope_of(double theta, double dims, double layout, double offset) {
+  maskattn::Rope r;
+  r.theta = theta;
+  r.dims = whole(dims);
+  r.layout = layout == 0 ? maskattn::RopeLayout::halves
+             : layout == 1 ? maskattn::RopeLayout::interleaved : static_cast<maskattn::RopeLayout>(-1);
+  r.offset = whole(offset);
+  return r;
+}
+
 // The per-call options (mask rules, policy, stats), shared by attention() and kvAttend().
 maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   using namespace maskattn;
@@ -108,6 +121,7 @@ maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), elements(a.alibiSlopesSize));
   if (a.sinks) o.sinks = Span<float>(at<const float>(a.sinks), elements(a.sinksSize));
   if (a.tree) o.tree = Span<int32_t>(at<const int32_t>(a.tree), elements(a.treeSize));
+  if (a.hasRope != 0) o.rope = rope_of(a.ropeTheta, a.ropeDims, a.ropeLayout, a.ropeOffset);
   // A softcap that is not 0 but rounds to 0 in float would silently turn the cap off: passed on as
   // the smallest subnormal, which the library rejects (JS checks first and names the value).
   o.softcap = float(a.softcap);
@@ -195,10 +209,11 @@ maskattn::KVCache& cache_of(uint32_t handle) {
 // its memory cannot be had. dtypes 0 = f32, 1 = f16, 2 = q8, 3 = q4 (KVType's order); key_dtype and
 // value_dtype -1 = dtype; key_rotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none. JS
 // passes safe integers; a code outside the enums reaches the library, which names the field.
-// sink_tokens 0 = none; page_size 0 = one contiguous block.
+// sink_tokens 0 = none; page_size 0 = one contiguous block; has_rope 0 = no RoPE (else rope_of's fields).
 double kv_create(double batch, double kv_heads, double capacity, double head_dim, double value_dim,
                  double dtype, double window, double key_dtype, double value_dtype, double key_rotation,
-                 double sink_tokens, double page_size) {
+                 double sink_tokens, double page_size, double has_rope, double rope_theta, double rope_dims,
+                 double rope_layout, double rope_offset) {
   using namespace maskattn;
   uint32_t handle = 0;
   const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
@@ -217,6 +232,7 @@ double kv_create(double batch, double kv_heads, double capacity, double head_dim
     config.window = whole(window);
     config.sink_tokens = whole(sink_tokens);
     config.page_size = whole(page_size);
+    if (has_rope != 0) config.rope = rope_of(rope_theta, rope_dims, rope_layout, rope_offset);
     auto cache = std::make_unique<KVCache>(config);
     if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
     handle = g_next_handle++;

@@ -96,6 +96,12 @@ export interface MaskOptions {
    * or [B * Lq]. No Lq x Lk mask is made.
    */
   tree?: Int32Array | readonly number[];
+  /**
+   * Rotary position embedding applied to Q and K before Q·Kᵀ (docs/semantics.md, "Rotary position
+   * embedding"): key j sits at position j + offset, query i at (Lk - Lq + i) + offset. A KV cache has
+   * its own (createKVCache({ rope })) and refuses this one.
+   */
+  rope?: RopeOptions;
   /** softcap c > 0: s = c * tanh(s / c), applied before bias and masks. */
   softcap?: number;
   /** What a row with no key to attend returns (default 'zero'). */
@@ -109,6 +115,24 @@ export interface MaskOptions {
    * not woken. A page whose model runtime runs its own workers: docs/embedding.md, "Threads in JavaScript".
    */
   threads?: number;
+}
+
+/** 'halves': pairs (i, i + dims/2) (GPT-NeoX, Llama); 'interleaved': pairs (2i, 2i + 1) (GPT-J). */
+export type RopeLayout = 'halves' | 'interleaved';
+
+/**
+ * RoPE: pair i = (x, y) of a row at position p becomes (x cos a - y sin a, x sin a + y cos a),
+ * a = p · theta^(-2i/dims).
+ */
+export interface RopeOptions {
+  /** The base, finite and > 0 (default 10000, Llama 2; 500000 in Llama 3). */
+  theta?: number;
+  /** Rotated leading dimensions: even, <= D (default 0 = all of D). */
+  dims?: number;
+  /** Which elements pair up (default 'halves'). */
+  layout?: RopeLayout;
+  /** Added to every position: an integer in [0, 2^31 - 1] (default 0). */
+  offset?: number;
 }
 
 export interface AttentionOptions extends MaskOptions {
@@ -209,6 +233,12 @@ export interface KVCacheOptions<T extends KVDtype = KVDtype> {
    * block of batch x capacity positions, allocated up front.
    */
   pageSize?: number;
+  /**
+   * RoPE: keys are rotated by their absolute position (+ offset) when appended and stored rotated
+   * (then Hadamard-rotated and quantized); attend() rotates each query row by its own position.
+   * read() returns the stored (rotated) keys; keep() re-rotates the keys it moves.
+   */
+  rope?: RopeOptions;
 }
 
 export interface KVAppendOptions {
@@ -223,8 +253,10 @@ export interface KVAppendOptions {
  * `keyLengths`: the cache's lengths are the key lengths. Masks broadcast to
  * [B, Hq, Lq, max(lengths)] and key segment ids are [B * max(lengths)].
  */
-export interface KVAttendOptions extends Omit<AttentionOptions, 'keyLengths'> {
+export interface KVAttendOptions extends Omit<AttentionOptions, 'keyLengths' | 'rope'> {
   keyLengths?: never;
+  /** The cache's own rope applies (its configuration): a per-call one is an error. */
+  rope?: never;
 }
 
 /**
@@ -237,6 +269,8 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
   readonly config: Readonly<{
     batch: number; kvHeads: number; capacity: number; headDim: number; valueDim: number; dtype: T; window: number;
     keyDtype: KVDtype; valueDtype: KVDtype; keyRotation: KeyRotation;
+    /** null: no RoPE; else its fields with defaults filled in (dims 0 = headDim). */
+    rope: Readonly<Required<RopeOptions>> | null;
   }>;
   /**
    * Positions each sequence holds (absolute: with a window, tokens seen). A fresh copy on every

@@ -47,6 +47,27 @@ function readTree(x, ctx) {
   return parents;
 }
 
+// RoPE: { theta = 10000, dims = 0 (all of D), layout = 'halves' | 'interleaved', offset = 0 }, its
+// own fields read once; the library checks the values (theta finite > 0, dims even <= D, offset an
+// integer in [0, 2^31 - 1]) and names them rope.theta, rope.dims, rope.offset.
+const ROPE_LAYOUTS = new Map([['halves', 0], ['interleaved', 1]]);
+const ROPE_FIELDS = new Set(['theta', 'dims', 'layout', 'offset']);
+export function readRope(x) {
+  if (x === undefined || x === null) return null;
+  const f = ownFields(x, 'rope', ROPE_FIELDS, '{ theta?, dims?, layout?, offset? }');
+  const theta = f.theta ?? 10000;
+  if (typeof theta !== 'number') throw new MaskAttnTypeError('rope.theta', `must be a number, given ${describe(theta)}`);
+  const dims = integer(f.dims ?? 0, 'rope.dims');
+  const layout = f.layout ?? 'halves';
+  choice(layout, 'rope.layout', ROPE_LAYOUTS);
+  const offset = integer(f.offset ?? 0, 'rope.offset');
+  return Object.freeze({ theta, dims, layout, offset });
+}
+const ropeFields = (v) => ({
+  hasRope: v ? 1 : 0, ropeTheta: v?.theta ?? 0, ropeDims: v?.dims ?? 0, ropeLayout: v ? ROPE_LAYOUTS.get(v.layout) : 0,
+  ropeOffset: v?.offset ?? 0,
+});
+
 // Most threads for a call (C++ Options::threads): by default all the module has; never more (a
 // larger count is the module's); the library's cost model runs as many as pay off. The binding
 // turns anything below 1 into 1: checked here.
@@ -105,6 +126,7 @@ export const OPTIONS = {
     wire: (v, at) => spanFields('sinks', v, at),
   },
   tree: { read: readTree, blocks: (v) => [v && owned(v, 'tree')], wire: (v, at) => spanFields('tree', v, at) },
+  rope: { read: readRope, wire: ropeFields },
   softcap: { read: (x) => float32(x ?? 0, 'softcap', true), wire: (v) => ({ softcap: v }) },
   fullyMasked: { read: (x) => choice(x ?? 'zero', 'fullyMasked', POLICY), wire: (v) => ({ fullyMasked: v }), library: 'fully_masked' },
   returnWeights: { read: (x) => bool(x, 'returnWeights'), library: 'weights' },
@@ -214,6 +236,16 @@ export const CACHE_CONFIG = {
   },
   sinkTokens: { read: (x) => count(x ?? 0, 'sinkTokens'), library: 'sink_tokens' },
   pageSize: { read: (x) => count(x ?? 0, 'pageSize'), library: 'page_size' },
+  // kv_create's last five arguments: hasRope, theta, dims, layout, offset. In config: null, or the
+  // rope with defaults filled in (dims 0 = headDim).
+  rope: {
+    read: (x, c) => {
+      const r = readRope(x);
+      return r && Object.freeze({ ...r, dims: r.dims || c.headDim });
+    },
+    wire: (v) => Object.values(ropeFields(v)),
+    spread: true,
+  },
 };
 
 /** The cache's configuration (defaults filled in) and kv_create's arguments, from the caller's fields. */
@@ -222,7 +254,10 @@ export function planCache(fields) {
   const given = ownFields(fields, 'config', new Set(Object.keys(CACHE_CONFIG)), expected);
   const config = {};
   for (const [name, row] of Object.entries(CACHE_CONFIG)) config[name] = row.read(given[name], config);
-  const args = Object.entries(CACHE_CONFIG).map(([name, row]) => (row.wire ? row.wire(config[name]) : config[name]));
+  const args = Object.entries(CACHE_CONFIG).flatMap(([name, row]) => {
+    const arg = row.wire ? row.wire(config[name]) : config[name];
+    return row.spread ? arg : [arg];
+  });
   return { config, args };
 }
 

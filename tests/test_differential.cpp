@@ -94,6 +94,7 @@ struct Case {
   std::vector<float> alibi;
   std::vector<float> sinks;
   std::vector<int32_t> tree;
+  std::optional<maskattn::Rope> rope;
   MaskSpec<float> bias;
   MaskSpec<uint8_t> allowed;
   bool want_weights = true, want_lse = true;
@@ -124,6 +125,7 @@ struct Case {
     if (!alibi.empty()) o.alibi_slopes = alibi;
     if (!sinks.empty()) o.sinks = sinks;
     if (!tree.empty()) o.tree = tree;
+    o.rope = rope;
     o.softcap = softcap;
     o.fully_masked = policy;
     o.target = t.target;
@@ -163,6 +165,10 @@ std::string describe(const Case& c) {
   if (!c.alibi.empty()) os << " alibi=" << join(c.alibi, 4);
   if (!c.sinks.empty()) os << " sinks=" << join(c.sinks, 4);
   if (!c.tree.empty()) os << " tree=" << join(c.tree, 16);
+  if (c.rope)
+    os << " rope(theta=" << c.rope->theta << " dims=" << c.rope->dims << " "
+       << (c.rope->layout == maskattn::RopeLayout::halves ? "halves" : "interleaved") << " offset=" << c.rope->offset
+       << ")";
   if (c.bias.present())
     os << " bias[" << c.bias.shape[0] << "," << c.bias.shape[1] << "," << c.bias.shape[2] << ","
        << c.bias.shape[3] << "]";
@@ -289,6 +295,27 @@ Tensor permute_d(const Tensor& t, const std::vector<int64_t>& perm) {
 }
 
 
+// The test's own RoPE (a third implementation, for the naive fp32 runs): a bhld copy of t with row l at
+// position first + l + offset, rotated in double and rounded to float once, as the kernels are given it.
+Tensor rope_tensor(const Tensor& t, const maskattn::Rope& r, int64_t first) {
+  Tensor out = make_tensor(Storage::bhld, t.shape[0], t.shape[1], t.shape[2], t.shape[3], 0.0f);
+  const int64_t D = t.shape[3], dims = r.dims ? r.dims : D, half = dims / 2;
+  const bool inter = r.layout == maskattn::RopeLayout::interleaved;
+  for (int64_t b = 0; b < t.shape[0]; ++b)
+    for (int64_t h = 0; h < t.shape[1]; ++h)
+      for (int64_t l = 0; l < t.shape[2]; ++l) {
+        for (int64_t d = 0; d < D; ++d) out.at(b, h, l, d) = t.at(b, h, l, d);
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t xi = inter ? 2 * i : i, yi = inter ? 2 * i + 1 : i + half;
+          const double a = double(first + l + r.offset) / std::pow(r.theta, double(2 * i) / double(dims));
+          const double x = t.at(b, h, l, xi), y = t.at(b, h, l, yi);
+          out.at(b, h, l, xi) = float(x * std::cos(a) - y * std::sin(a));
+          out.at(b, h, l, yi) = float(x * std::sin(a) + y * std::cos(a));
+        }
+      }
+  return out;
+}
+
 // The fp64 reference and the naive fp32 one. "Naive fp32" does not fix an order of summation, so
 // its error is taken as the worst of three orders over D (natural, reversed, shuffled): a kernel
 // that sums in another order (tiles, lanes, FMA) is then judged against a fair sample.
@@ -298,7 +325,20 @@ References run_reference(const Case& c, const Inputs& in) {
   try {
     r.fp64 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
                                            Precision::fp64);
-    r.fp32 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
+    // With RoPE the fp32 runs take Q and K rotated by the test (permuting D would move the pairs);
+    // the fp64 reference rotates them itself.
+    maskattn::Options o32 = o;
+    const Tensor* q32 = &in.q;
+    const Tensor* k32 = &in.k;
+    Tensor q_rot, k_rot;
+    if (c.rope) {
+      q_rot = rope_tensor(in.q, *c.rope, c.Lk - c.Lq);
+      k_rot = rope_tensor(in.k, *c.rope, 0);
+      q32 = &q_rot;
+      k32 = &k_rot;
+      o32.rope.reset();
+    }
+    r.fp32 = maskattn::reference_attention(q32->cview(), k32->cview(), in.v.cview(), o32,
                                            Precision::fp32);
     std::vector<int64_t> reversed(static_cast<size_t>(c.D)), shuffled(static_cast<size_t>(c.D));
     for (int64_t d = 0; d < c.D; ++d) {
@@ -311,9 +351,9 @@ References run_reference(const Case& c, const Inputs& in) {
       std::swap(shuffled[d], shuffled[(state >> 33) % static_cast<uint64_t>(d + 1)]);
     }
     for (const auto* perm : {&reversed, &shuffled}) {
-      const Tensor q = permute_d(in.q, *perm), k = permute_d(in.k, *perm);
+      const Tensor q = permute_d(*q32, *perm), k = permute_d(*k32, *perm);
       const ReferenceResult other =
-          maskattn::reference_attention(q.cview(), k.cview(), in.v.cview(), o, Precision::fp32);
+          maskattn::reference_attention(q.cview(), k.cview(), in.v.cview(), o32, Precision::fp32);
       keep_worst(r.fp32.out, other.out, r.fp64.out);
       keep_worst(r.fp32.weights, other.weights, r.fp64.weights);
       keep_worst(r.fp32.lse, other.lse, r.fp64.lse);
@@ -1126,6 +1166,65 @@ TEST_P(Differential, TreeVerification) {
          c.tree = random_tree(rng, 12);
        }},
   };
+  run_rows(rows);
+}
+
+// RoPE (docs/semantics.md "Rotary position embedding"): Q and K rotated at their positions, key j at
+// j + offset and query i at Lk - Lq + i + offset, against the fp64 reference's own rotation.
+TEST_P(Differential, Rope) {
+  using maskattn::Rope;
+  using maskattn::RopeLayout;
+  auto rope = [](double theta, int64_t dims, RopeLayout layout, int64_t offset) {
+    Rope r;
+    r.theta = theta;
+    r.dims = dims;
+    r.layout = layout;
+    r.offset = offset;
+    return r;
+  };
+  std::vector<Row> rows;
+  for (RopeLayout layout : {RopeLayout::halves, RopeLayout::interleaved}) {
+    const std::string l = layout == RopeLayout::halves ? "halves" : "interleaved";
+    rows.push_back({l + "_prefill_causal", [=](Case& c, Rng&) {
+                      c.dims(1, 2, 2, 70, 70, 64, 32);
+                      c.causal = true;
+                      c.rope = rope(10000, 0, layout, 0);
+                    }});
+    rows.push_back({l + "_decode_gqa_offset", [=](Case& c, Rng&) {
+                      c.dims(2, 8, 2, 1, 300, 128, 128);
+                      c.causal = true;
+                      c.rope = rope(500000, 0, layout, 4000);
+                    }});
+    rows.push_back({l + "_partial_dims", [=](Case& c, Rng&) {
+                      c.dims(2, 4, 1, 5, 129, 59 + 1, 17);  // dims 16 of D 60 (GPT-J rotates the first 64 of 256)
+                      c.causal = true;
+                      c.rope = rope(10000, 16, layout, 0);
+                    }});
+    rows.push_back({l + "_blhd_window_lengths", [=](Case& c, Rng&) {
+                      c.dims(2, 4, 2, 33, 100, 32, 32);
+                      c.storage(Storage::blhd);
+                      c.causal = true;
+                      c.window = {20, -1};
+                      c.key_lengths = lengths({100, 60});
+                      c.rope = rope(10000, 32, layout, 7);
+                    }});
+    rows.push_back({l + "_large_positions", [=](Case& c, Rng&) {  // angles formed in double at p ~ 2^31
+                      c.dims(1, 2, 1, 3, 40, 16, 16);
+                      c.rope = rope(10000, 0, layout, (int64_t(1) << 31) - 100);
+                    }});
+  }
+  rows.push_back({"lq_beyond_lk_negative_positions", [=](Case& c, Rng&) {  // query 0 at Lk - Lq < 0
+                    c.dims(1, 2, 1, 20, 8, 16, 16);
+                    c.rope = rope(100, 0, RopeLayout::halves, 0);
+                  }});
+  rows.push_back({"with_tree_sinks_alibi", [=](Case& c, Rng& rng) {
+                    c.dims(1, 4, 2, 12, 90, 32, 32);
+                    c.causal = true;
+                    c.tree = random_tree(rng, 12);
+                    c.sinks = random_sinks(rng, 4);
+                    c.alibi = alibi_slopes(4);
+                    c.rope = rope(10000, 0, RopeLayout::interleaved, 3);
+                  }});
   run_rows(rows);
 }
 

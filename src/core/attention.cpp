@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/problem.hpp"
+#include "core/rope.hpp"
 #include "dispatch/targets.hpp"
 #include "maskattn/reference.hpp"
 
@@ -27,12 +28,16 @@ void run_reference(const Problem& p) {
 
 void attention(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                const MutableTensor& out, const Options& options, const ExtraOutputs& extra) {
-  const detail::Problem p = detail::make_problem(q, k, v, &out, options, extra);
+  detail::Problem p = detail::make_problem(q, k, v, &out, options, extra);
   // Nothing to write (Dv = 0, no weights, no lse): done. Empty tensors may have any B and H
   // (q [2^40, 1, 1, 0] is valid), and visiting their rows would take days for no output.
   if (p.Dv == 0 && !p.weights && !p.lse) return;
   const Target t = options.target == Target::automatic ? best_target() : options.target;
-  if (t != Target::reference) return detail::run_kernel(t, p);
+  if (t != Target::reference) {
+    std::unique_ptr<float[]> q_rope, k_rope;  // RoPE: rotated copies of Q and K (the reference rotates its own)
+    detail::apply_rope(p, q_rope, k_rope);
+    return detail::run_kernel(t, p);
+  }
   detail::run_reference(p);
 }
 

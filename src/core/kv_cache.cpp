@@ -12,6 +12,7 @@
 #include "kernel/half.hpp"
 #include "kernel/quant.hpp"
 #include "core/problem.hpp"
+#include "core/rope.hpp"
 #include "dispatch/targets.hpp"
 #include "mask/row_keys.hpp"
 #include "maskattn/maskattn.hpp"
@@ -70,6 +71,7 @@ struct KVCache::Impl {
   KVCacheConfig cfg;                // dtypes resolved
   KVType ktype = KVType::f32, vtype = KVType::f32;
   bool rotated = false;             // keys stored as R·k (kernel/quant.hpp)
+  std::optional<detail::RopeRotation> rope;  // cfg.rope's frequencies, made once (copied per call)
   int64_t k_row_bytes = 0, v_row_bytes = 0;
   // Contiguous layout: [B, Hkv, capacity] rows of K and of V, in their dtype's format
   // (kernel/quant.hpp). uint8_t storage from operator new is aligned for floats and halves.
@@ -223,30 +225,60 @@ struct KVCache::Impl {
         }
   }
 
+  // One row of floats (scratch: it may be changed) into the cache's format at `to`: float16 rounding,
+  // or the Hadamard rotation (keys, when rotated) and quantization for q8/q4.
+  void encode_row(bool key, float* scratch, uint8_t* to) const {
+    const KVType t = key ? ktype : vtype;
+    const int64_t width = key ? D() : Dv();
+    if (t == KVType::f32) {
+      std::memcpy(to, scratch, size_t(width) * 4);
+    } else if (t == KVType::f16) {
+      auto* h16 = reinterpret_cast<uint16_t*>(to);
+      for (int64_t c = 0; c < width; ++c) h16[c] = float_to_half(scratch[c]);
+    } else {
+      if (key && rotated) detail::rotate(scratch, width);
+      detail::quantize_row(t, scratch, width, to);
+    }
+  }
+
+  // Keys with RoPE are rotated by their absolute position (+ offset) first, then stored as above.
   template <class In>
-  void write(const TensorView<const In>& src, bool key, KVType t, int64_t width, bool rotate_rows,
-             const std::vector<int32_t>& take) {
+  void write(const TensorView<const In>& src, bool key, const std::vector<int32_t>& take) {
+    const int64_t width = key ? D() : Dv();
     std::vector<float> scratch(static_cast<size_t>(width));
+    std::optional<detail::RopeRotation> rope;
+    if (key && this->rope) {
+      rope.emplace(*this->rope);
+      rope->prepare_runs(*std::max_element(take.begin(), take.end()));  // allocations before any write
+    }
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
-      for (int64_t h = 0; h < cfg.kv_heads; ++h)
-        for (int64_t i = 0; i < n; ++i) {
-          if (!kept(b, i, n)) continue;
+      int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
+      for (int64_t i = 0; i < n; ++i) {
+        if (!kept(b, i, n)) continue;
+        const int64_t pos = lengths[size_t(b)] + i;
+        if (rope && i - run >= detail::RopeRotation::kRun) {
+          run = i;
+          rope->start_run(pos + rope->offset());
+        } else if (rope) {
+          rope->step_run(i - run);
+        }
+        for (int64_t h = 0; h < cfg.kv_heads; ++h) {
           const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
-          uint8_t* to = row(key, b, h, lengths[size_t(b)] + i);
+          uint8_t* to = row(key, b, h, pos);
           if constexpr (std::is_same_v<In, uint16_t>) {  // halves into a float16 cache
-            std::memcpy(to, from, size_t(width) * 2);
-          } else if (t == KVType::f32) {
-            std::memcpy(to, from, size_t(width) * 4);
-          } else if (t == KVType::f16) {
-            auto* h16 = reinterpret_cast<uint16_t*>(to);
-            for (int64_t c = 0; c < width; ++c) h16[c] = float_to_half(from[c]);
+            if (!rope) {
+              std::memcpy(to, from, size_t(width) * 2);
+              continue;
+            }
+            for (int64_t c = 0; c < width; ++c) scratch[size_t(c)] = half_to_float(from[c]);
           } else {
             std::memcpy(scratch.data(), from, size_t(width) * 4);
-            if (rotate_rows) detail::rotate(scratch.data(), width);
-            detail::quantize_row(t, scratch.data(), width, to);
           }
+          if (rope) rope->rotate(scratch.data(), scratch.data(), width);
+          encode_row(key, scratch.data(), to);
         }
+      }
     }
   }
 
@@ -270,16 +302,25 @@ struct KVCache::Impl {
     std::vector<int32_t> take;
     check_append(k_in, v_in, counts, take);
     own_new_positions(take);
-    write(k_in, true, ktype, D(), rotated && !std::is_same_v<In, uint16_t>, take);
-    write(v_in, false, vtype, Dv(), false, take);
+    write(k_in, true, take);
+    write(v_in, false, take);
     advance(take);
   }
 
   // Copies the rows of position `from` to position `to` (every head, K and V) within sequence b
-  // (the page of `to` already owned).
-  void move_row(int64_t b, int64_t from, int64_t to) {
+  // (the page of `to` already owned). With RoPE (`rope` and a scratch row of D floats, made before
+  // anything moves) the key rows are re-rotated by (to - from): stored at their new position's
+  // angle (f16, q8 and q4 rows are rounded or quantized again).
+  void move_row(int64_t b, int64_t from, int64_t to, detail::RopeRotation* rope, float* scratch) {
+    if (rope) rope->at(to - from);
     for (int64_t h = 0; h < cfg.kv_heads; ++h) {
-      std::memmove(row(true, b, h, to), row(true, b, h, from), size_t(k_row_bytes));
+      if (rope) {
+        read_row(true, b, h, from, scratch);
+        rope->rotate(scratch, scratch, D());
+        encode_row(true, scratch, row(true, b, h, to));
+      } else {
+        std::memmove(row(true, b, h, to), row(true, b, h, from), size_t(k_row_bytes));
+      }
       std::memmove(row(false, b, h, to), row(false, b, h, from), size_t(v_row_bytes));
     }
   }
@@ -321,6 +362,7 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
   if (c.window > 0 && c.capacity < c.window + c.sink_tokens)
     fail("capacity", cat("must be >= window + sink tokens = ", c.window + c.sink_tokens,
                          " for a sliding-window cache, given ", c.capacity));
+  if (c.rope) c.rope = detail::check_rope(*c.rope, c.head_dim, "rope");  // dims resolved
   if (c.page_size < 0 || c.page_size > detail::kMaxSequenceLength)
     fail("page_size", cat("must be in [0, ", detail::kMaxSequenceLength, "] (0 = not paged), given ", c.page_size));
   const int64_t kb = detail::stored_row_bytes(kt, c.head_dim), vb = detail::stored_row_bytes(vt, c.value_dim);
@@ -347,6 +389,7 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
   m.ktype = kt;
   m.vtype = vt;
   m.rotated = rotated;
+  if (c.rope) m.rope.emplace(*c.rope);
   m.k_row_bytes = kb;
   m.v_row_bytes = vb;
   m.lengths.assign(size_t(c.batch), 0);
@@ -503,8 +546,15 @@ void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
   // overwrites a node still to be moved.
   const int64_t base = len - T;
   m.own_positions(sequence, base, base + int64_t(path.size));
+  std::optional<detail::RopeRotation> rope;
+  std::vector<float> scratch;
+  if (m.rope) {
+    rope.emplace(*m.rope);
+    scratch.resize(size_t(m.D()));
+  }
   for (size_t k = 0; k < path.size; ++k)
-    if (path[k] != int32_t(k)) m.move_row(sequence, base + path[k], base + int64_t(k));
+    if (path[k] != int32_t(k))
+      m.move_row(sequence, base + path[k], base + int64_t(k), rope ? &*rope : nullptr, scratch.data());
   m.lengths[size_t(sequence)] = int32_t(base + int64_t(path.size));
   m.release_after(sequence, m.lengths[size_t(sequence)]);
 }
@@ -524,6 +574,9 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   const Impl& m = live();
   if (!options.key_lengths.empty())
     fail("key_lengths", "is implied by the cache (what each sequence holds) and must not be given");
+  if (options.rope)
+    fail("rope", "is the cache's own (its configuration's rope: keys were rotated when appended) and must not be "
+                 "given to attend");
   const int64_t B = m.cfg.batch, H = m.cfg.kv_heads, cap = m.cap(), S = m.sinks();
   const int64_t Lk = *std::max_element(m.lengths.begin(), m.lengths.end());
   Options o = options;
@@ -583,6 +636,11 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
   }
   p.key_ring = m.ring() ? cap - S : 0;
   p.key_ring_base = m.ring() ? S : 0;
+  if (m.cfg.rope) {  // keys are stored rotated: only the queries turn, each at its own position
+    p.rope = m.cfg.rope;
+    p.rope_keys = false;
+    p.rope_q_ends = m.lengths.data();
+  }
   p.uniform_over_key_lengths = true;
   p.key_first = m.first.data();
   p.key_sinks = m.ring() ? S : 0;
@@ -605,7 +663,11 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     }
   }
   const Target t = options.target == Target::automatic ? best_target() : options.target;
-  if (t != Target::reference) return detail::run_kernel(t, p);
+  if (t != Target::reference) {
+    std::unique_ptr<float[]> q_rope, k_unused;
+    detail::apply_rope(p, q_rope, k_unused, m.rope ? &*m.rope : nullptr);
+    return detail::run_kernel(t, p);
+  }
 
   // The reference reads plain float K/V: the logical contents (dequantized, unrotated), in order.
   std::vector<float> logical[2];

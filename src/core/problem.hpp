@@ -7,6 +7,7 @@
 #include <climits>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,13 @@ struct Problem {
   bool tree_per_batch = false;
   std::shared_ptr<const std::vector<int32_t>> tree_order;  // owns tree_in / tree_out
   FullyMasked policy = FullyMasked::zero;
+  // RoPE (validated, dims resolved), for the reference only: attention() and KVCache::attend give the
+  // kernels rotated copies of Q (and K) and clear it. Query row i of sequence b sits at position
+  // rope_q_position(b, i), key j at j (both plus rope->offset); rope_keys false: K is stored rotated.
+  std::optional<Rope> rope;
+  bool rope_keys = false;
+  const int32_t* rope_q_ends = nullptr;  // [B] (a cache's lengths): row i at ends[b] - Lq + i; null: Lk - Lq + i
+  int64_t rope_q_position(int64_t b, int64_t i) const { return (rope_q_ends ? rope_q_ends[b] : Lk) - Lq + i; }
 
   // Optional outputs (contiguous) and run settings.
   float* weights = nullptr;  // [B, Hq, Lq, Lk]

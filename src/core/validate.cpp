@@ -7,6 +7,7 @@
 
 #include "core/errors.hpp"
 #include "core/problem.hpp"
+#include "core/rope.hpp"
 #include "dispatch/targets.hpp"
 
 namespace maskattn::detail {
@@ -306,6 +307,11 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
                           " overflows float; use a larger softcap or a smaller scale, given ", o.softcap));
   }
   p.softcap = o.softcap;
+
+  if (o.rope) {
+    p.rope = check_rope(*o.rope, p.D, "rope");
+    p.rope_keys = true;  // query i at Lk - Lq + i (bottom-right: the last query row at the last key)
+  }
 
   if (o.fully_masked != FullyMasked::zero && o.fully_masked != FullyMasked::nan &&
       o.fully_masked != FullyMasked::uniform)

@@ -39,6 +39,21 @@ bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) 
   return true;
 }
 
+// RoPE straight from its definition: pair i = (x, y) of a row at position pos becomes
+// (x cos a - y sin a, x sin a + y cos a), a = (pos + offset) · theta^(-2i/dims), in double.
+void rope_row(const Rope& r, int64_t pos, const float* in, int64_t D, double* out) {
+  for (int64_t d = 0; d < D; ++d) out[d] = in[d];
+  const int64_t pairs = r.dims / 2;
+  for (int64_t i = 0; i < pairs; ++i) {
+    const double a = double(pos + r.offset) * std::pow(r.theta, -double(2 * i) / double(r.dims));
+    const int64_t xi = r.layout == RopeLayout::interleaved ? 2 * i : i;
+    const int64_t yi = r.layout == RopeLayout::interleaved ? 2 * i + 1 : i + pairs;
+    const double x = in[xi], y = in[yi];
+    out[xi] = x * std::cos(a) - y * std::sin(a);
+    out[yi] = x * std::sin(a) + y * std::cos(a);
+  }
+}
+
 template <class Real>
 void compute(const Problem& p, ReferenceResult& res) {
   const Real inf = std::numeric_limits<Real>::infinity();
@@ -49,6 +64,25 @@ void compute(const Problem& p, ReferenceResult& res) {
   res.fully_masked.assign(size_t(p.B * p.Hq * p.Lq), 0);
   std::vector<Real> logit(size_t(p.Lk));
   std::vector<uint8_t> use(size_t(p.Lk));
+  // RoPE: rotated Q rows (query i of sequence b at p.rope_q_position(b, i)) and K rows (key j at j),
+  // in double, [B, H, L, D]. In fp32 each rotated value is rounded to float once (as the kernels get it).
+  std::vector<double> q_rope, k_rope;
+  if (p.rope && p.D > 0) {
+    q_rope.resize(size_t(p.B * p.Hq * p.Lq * p.D));
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t h = 0; h < p.Hq; ++h)
+        for (int64_t i = 0; i < p.Lq; ++i)
+          rope_row(*p.rope, p.rope_q_position(b, i), p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l, p.D,
+                   q_rope.data() + ((b * p.Hq + h) * p.Lq + i) * p.D);
+    if (p.rope_keys) {
+      k_rope.resize(size_t(p.B * p.Hkv * p.Lk * p.D));
+      for (int64_t b = 0; b < p.B; ++b)
+        for (int64_t h = 0; h < p.Hkv; ++h)
+          for (int64_t j = 0; j < p.Lk; ++j)
+            rope_row(*p.rope, j, p.k + b * p.ks.b + h * p.ks.h + j * p.ks.l, p.D,
+                     k_rope.data() + ((b * p.Hkv + h) * p.Lk + j) * p.D);
+    }
+  }
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h) {
       const int64_t hk = h / p.group;
@@ -65,7 +99,13 @@ void compute(const Problem& p, ReferenceResult& res) {
           use[j] = pair_allowed(p, b, h, i, j);
           if (!use[j]) continue;
           Real s = 0;
-          for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[j * p.ks.l + d]);
+          if (!q_rope.empty()) {
+            const double* qr = q_rope.data() + row * p.D;
+            const double* kr = k_rope.empty() ? nullptr : k_rope.data() + ((b * p.Hkv + hk) * p.Lk + j) * p.D;
+            for (int64_t d = 0; d < p.D; ++d) s += Real(qr[d]) * Real(kr ? kr[d] : double(k[j * p.ks.l + d]));
+          } else {
+            for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[j * p.ks.l + d]);
+          }
           s *= Real(p.scale);
           if (p.softcap > 0) s = Real(p.softcap) * std::tanh(s / Real(p.softcap));
           if (p.alibi_slopes) {

@@ -134,6 +134,30 @@ const ROWS = [
     setup: () => { const options = {}; return { options, g: withGetter(options, 'scale', ['0.5', 0.5]) }; },
     call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, s.options), type: TypeError, arg: 'scale', says: ['0.5'], after: (s) => readsOnce(s.g),
   }],
+  ['rope getter: theta "1e4" first, 1e4 later', {
+    setup: () => { const rope = {}; return { options: { rope }, g: withGetter(rope, 'theta', ['1e4', 1e4]) }; },
+    call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, s.options), type: TypeError, arg: 'rope.theta', says: ['1e4'], after: (s) => readsOnce(s.g),
+  }],
+  ['options getter: rope with odd dims 3 first, 2 later', {
+    setup: () => { const options = {}; return { options, g: withGetter(options, 'rope', [{ dims: 3 }, { dims: 2 }]) }; },
+    call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, s.options), type: RangeError, arg: 'rope.dims', says: ['even', '3'], after: (s) => readsOnce(s.g),
+  }],
+  ['rope is a Proxy whose layout answers "gptj" first', {
+    setup: () => {
+      const g = changing(['gptj', 'halves']);
+      return { g, options: { rope: new Proxy({ layout: 'halves' }, { get: (t, key) => (key === 'layout' ? g.get() : t[key]) }) } };
+    },
+    call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, s.options), type: TypeError, arg: 'rope.layout', says: ['gptj'], after: (s) => readsOnce(s.g),
+  }],
+  ['rope theta inherited from a prototype is not read (dims 3 is the error)', {
+    call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: Object.assign(Object.create({ theta: 'polluted' }), { dims: 3 }) }),
+    type: RangeError, arg: 'rope.dims', says: ['even'],
+  }],
+  ['rope with an unknown field', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { base: 10000 } }), type: TypeError, arg: 'rope', says: ['base'] }],
+  ['rope offset -1', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { offset: -1 } }), type: RangeError, arg: 'rope.offset', says: ['-1'] }],
+  ['rope offset 1.5', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { offset: 1.5 } }), type: RangeError, arg: 'rope.offset', says: ['1.5'] }],
+  ['rope dims beyond D', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: 6 } }), type: RangeError, arg: 'rope.dims', says: ['D = 4'] }],
+  ['rope is a string', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: 'llama' }), type: TypeError, arg: 'rope' }],
   ['options getter: keyLengths [9] first, [5] later', {
     setup: () => { const options = {}; return { options, g: withGetter(options, 'keyLengths', [[9], [5]]) }; },
     call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, s.options), type: RangeError, arg: 'keyLengths[0]', says: ['9', 'Lk = 5'], after: (s) => readsOnce(s.g),

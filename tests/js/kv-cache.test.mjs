@@ -667,7 +667,7 @@ for (const buildInfo of BUILDS) {
       // Defaults: batch 1, kvHeads 1, valueDim = headDim, float32, no window.
       const c = ma.createKVCache({ capacity: 3, headDim: 5 });
       assert.deepEqual({ ...c.config }, { batch: 1, kvHeads: 1, capacity: 3, headDim: 5, valueDim: 5, dtype: 'float32', window: 0,
-        keyDtype: 'float32', valueDtype: 'float32', keyRotation: 'automatic', sinkTokens: 0, pageSize: 0 });
+        keyDtype: 'float32', valueDtype: 'float32', keyRotation: 'automatic', sinkTokens: 0, pageSize: 0, rope: null });
       assert.equal(c.byteLength, 3 * 10 * 4);
       c.dispose();
     });

@@ -55,6 +55,29 @@ function flatIds(x) {
   return Array.from(x);
 }
 
+// RoPE from its definition: pair i = (x, y) of row l (at position first + l + offset) becomes
+// (x cos a - y sin a, x sin a + y cos a), a = position · theta^(-2i/dims); pairs (i, i + dims/2)
+// ('halves') or (2i, 2i + 1) ('interleaved'); dims 0 = all of D. Returns an accessor of the copy.
+export function rotated(T, { theta = 10000, dims = 0, layout = 'halves', offset = 0 }, first, F = (x) => x) {
+  const n = dims || T.D;
+  const data = new Float64Array(T.B * T.H * T.L * T.D);
+  const idx = (b, h, l, d) => ((b * T.H + h) * T.L + l) * T.D + d;
+  for (let b = 0; b < T.B; ++b)
+    for (let h = 0; h < T.H; ++h)
+      for (let l = 0; l < T.L; ++l) {
+        for (let d = 0; d < T.D; ++d) data[idx(b, h, l, d)] = T.at(b, h, l, d);
+        for (let i = 0; i < n / 2; ++i) {
+          const a = (first + l + offset) * theta ** (-2 * i / n);
+          const xi = layout === 'interleaved' ? 2 * i : i;
+          const yi = layout === 'interleaved' ? 2 * i + 1 : i + n / 2;
+          const x = T.at(b, h, l, xi), y = T.at(b, h, l, yi);
+          data[idx(b, h, l, xi)] = F(x * Math.cos(a) - y * Math.sin(a));
+          data[idx(b, h, l, yi)] = F(x * Math.sin(a) + y * Math.cos(a));
+        }
+      }
+  return { B: T.B, H: T.H, L: T.L, D: T.D, at: (b, h, l, d) => data[idx(b, h, l, d)] };
+}
+
 /**
  * The reference. `precision` 'f64' (default) computes in float64; 'f32' rounds every operation to
  * float32 (a naive fp32 implementation: dot, scale, softcap, ALiBi, bias, max, exp, sum, divide,
@@ -63,8 +86,14 @@ function flatIds(x) {
 export function referenceAttention(q, k, v, options = {}, precision = 'f64') {
   const F = precision === 'f32' ? Math.fround : (x) => x;
   const layout = options.layout ?? 'bhld';
-  const Q = accessor(q, layout);
-  const K = accessor(k, layout);
+  let Q = accessor(q, layout);
+  let K = accessor(k, layout);
+  if (options.rope) {
+    // RoPE (docs/semantics.md): key j at position j + offset, query i at (Lk - Lq + i) + offset; in
+    // 'f32' each rotated value is rounded to float32 once (what an implementation gets to work with).
+    Q = rotated(Q, options.rope, K.L - Q.L, F);
+    K = rotated(K, options.rope, 0, F);
+  }
   const V = accessor(v, layout);
   const B = Q.B, Hq = Q.H, Lq = Q.L, D = Q.D, Hkv = K.H, Lk = K.L, Dv = V.D;
   if (Hkv > 0 && Hq % Hkv !== 0) throw new Error('reference: Hq must be a multiple of Hkv');

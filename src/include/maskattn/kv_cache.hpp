@@ -58,6 +58,11 @@ struct KVCacheConfig {
   // fork() shares pages between sequences (copy on write) instead of copying them. 0: one block of
   // batch x capacity positions, allocated up front (key_data() / value_data() expose it).
   int64_t page_size = 0;
+  // RoPE (maskattn.hpp's Rope): keys are rotated by their absolute position (+ offset) when appended
+  // and stored rotated (then Hadamard-rotated and quantized for q8/q4); attend() rotates each query
+  // row by its own position, lengths[b] - Lq + i (+ offset). read() returns the stored, RoPE-rotated
+  // keys. keep() re-rotates the rows it moves to their new positions.
+  std::optional<Rope> rope;
 };
 
 // Raw IEEE half bits, as a view (same shape and strides rules as float views).

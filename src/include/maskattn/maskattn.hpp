@@ -183,6 +183,20 @@ struct Window {
   int64_t right = -1;
 };
 
+// Rotary position embedding (RoPE), applied to Q and K before Q·Kᵀ (docs/semantics.md, "Rotary
+// position embedding"). Pair i = (x, y) of a row at position p becomes
+// (x cos a - y sin a, x sin a + y cos a), a = p · theta^(-2i/dims).
+enum class RopeLayout {
+  halves,       // pairs (i, i + dims/2): GPT-NeoX, Llama
+  interleaved,  // pairs (2i, 2i + 1): GPT-J
+};
+struct Rope {
+  double theta = 10000;  // the base: finite and > 0 (10000 in Llama 2, 500000 in Llama 3)
+  int64_t dims = 0;      // rotated leading dimensions: even, <= D; 0 = all of D
+  RopeLayout layout = RopeLayout::halves;
+  int64_t offset = 0;    // added to every position: an integer in [0, 2^31 - 1]
+};
+
 // Tile counters of the fused kernel (one tile = a block of query rows x a block of keys).
 struct Stats {
   int64_t tiles_skipped = 0;  // every pair masked: K/V never read
@@ -257,6 +271,10 @@ struct Options {
                                    // of each sequence are the query nodes; tree[i] is node i's parent
                                    // (-1 = a root, hanging off the earlier keys; else < i). Node i sees
                                    // the keys before the tree, its ancestors and itself
+  // RoPE on Q and K: key j sits at position j + offset, query i at (Lk - Lq + i) + offset (the
+  // bottom-right rule, fixed by the tensors' lengths: key_lengths and align do not move it). A KV
+  // cache has its own (KVCacheConfig::rope) and refuses this one.
+  std::optional<Rope> rope;
   FullyMasked fully_masked = FullyMasked::zero;
   Target target = Target::automatic;
   Kernel kernel = Kernel::automatic;

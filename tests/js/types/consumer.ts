@@ -9,7 +9,7 @@ import {
 import type {
   Tensor, Backend, InitOptions, Layout, Align, FullyMaskedPolicy, MaskOptions, AttentionOptions,
   AttentionResult, Stats, WorkspaceShapes, MaskTensor, AlignOptions,
-  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions, BuildName, Limits,
+  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions, BuildName, Limits, RopeOptions, RopeLayout,
 } from 'maskattn';
 
 const haveSimd: boolean = simdSupported();
@@ -149,6 +149,18 @@ async function main(): Promise<void> {
     ma.createKVCache({ capacity: 8, headDim: D, keyDtype: 'q2' });
     // @ts-expect-error rotations are 'automatic' | 'none' | 'hadamard'
     ma.createKVCache({ capacity: 8, headDim: D, dtype: 'q4', keyRotation: 'random' });
+    // RoPE: per call in attention(), the cache's own at creation; attend refuses a per-call one.
+    const rope: RopeOptions = { theta: 500000, dims: 8, layout: 'interleaved', offset: 4 };
+    const ropeLayout: RopeLayout = 'halves';
+    ma.attention(q, k, v, { rope, causal: true });
+    const roped = ma.createKVCache({ capacity: 16, headDim: D, rope: { layout: ropeLayout } });
+    const ropeConfig: Readonly<Required<RopeOptions>> | null = roped.config.rope;
+    console.log(ropeConfig?.theta, ropeConfig?.dims);
+    // @ts-expect-error the cache's rope applies: attend takes none
+    roped.attend(step, { rope });
+    // @ts-expect-error layouts are 'halves' | 'interleaved'
+    ma.attention(q, k, v, { rope: { layout: 'neox' } });
+    roped.dispose();
     quant.dispose();
     cache.truncate([2, 1]);
     cache.truncate(Int32Array.from([0, 0]));

@@ -1,0 +1,178 @@
+// Rotary position embedding (RoPE) for the library's entry points: attention() rotates Q and K into
+// per-call copies before the kernels run, a KV cache rotates keys as it stores them and each query
+// row in attend(). The kernels never see RoPE. The reference has its own code (reference.cpp).
+//
+// Angles: inv_freq[i] = theta^(-2i/dims) once per call, in double; for a position p the angle
+// p · inv_freq[i] is formed in double (p up to 2^32: float's error would grow with p), then cos and
+// sin in double, and each pair is rotated in double and rounded to float once.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/problem.hpp"
+#include "maskattn/maskattn.hpp"
+
+namespace maskattn::detail {
+
+// The largest offset: positions stay exact in double and in int64 (Lk, a cache's length <= 2^23).
+constexpr int64_t kMaxRopeOffset = (int64_t(1) << 31) - 1;
+
+// Checks a Rope for head dim D (errors name "<name>.theta", ...) and returns it with dims resolved.
+inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
+  if (!std::isfinite(r.theta) || !(r.theta > 0))
+    fail(name + ".theta", cat("must be finite and > 0 (the base, 10000 in Llama 2), given ", r.theta));
+  if (r.dims < 0 || r.dims > D)
+    fail(name + ".dims", cat("must be in [0, D = ", D, "] (0 = all of D), given ", r.dims));
+  const int64_t dims = r.dims == 0 ? D : r.dims;
+  if (dims % 2 != 0)
+    fail(name + ".dims", r.dims == 0 ? cat("rotates pairs: it must be even; D = ", D, " is odd, so give an even dims")
+                                     : cat("rotates pairs: it must be even, given ", r.dims));
+  if (r.layout != RopeLayout::halves && r.layout != RopeLayout::interleaved)
+    fail_type(name + ".layout", cat("must be halves or interleaved, given ", int(r.layout)));
+  if (r.offset < 0 || r.offset > kMaxRopeOffset)
+    fail(name + ".offset", cat("must be an integer in [0, ", kMaxRopeOffset, "], given ", r.offset));
+  Rope out = r;
+  out.dims = dims;
+  return out;
+}
+
+// A validated Rope's frequencies, and the rotation of float rows at a position.
+class RopeRotation {
+ public:
+  explicit RopeRotation(const Rope& r) : rope_(r), half_(r.dims / 2), inv_freq_(size_t(half_)), cos_(size_t(half_)),
+                                          sin_(size_t(half_)) {
+    for (int64_t i = 0; i < half_; ++i) inv_freq_[size_t(i)] = std::pow(r.theta, -2.0 * double(i) / double(r.dims));
+  }
+  // cos and sin of every pair's angle at position pos (offset not included).
+  void at(int64_t pos) {
+    if (pos == pos_) return;
+    pos_ = pos;
+    for (int64_t i = 0; i < half_; ++i) {
+      const double a = double(pos) * inv_freq_[size_t(i)];
+      cos_[size_t(i)] = std::cos(a);
+      sin_[size_t(i)] = std::sin(a);
+    }
+  }
+  // Runs of consecutive positions (K in attention(), a prompt's rows): start_run(pos) is at(pos);
+  // step_run(r), 0 < r < kRun, gives position pos + r by the angle-addition formulas with a table of
+  // cos and sin of r · inv_freq (in double: about 1e-16 off, far below float's rounding), so n
+  // positions cost n / kRun + kRun cos/sin pairs per frequency instead of n.
+  static constexpr int64_t kRun = 64;
+  void start_run(int64_t pos) {
+    at(pos);
+    run_cos_ = cos_;  // no allocation once prepare_runs() sized them
+    run_sin_ = sin_;
+  }
+  // Makes step_run's table for steps r < `steps` (at most kRun): runs of n positions need n. Callers
+  // that must not fail half-way (an append writes nothing unless it writes everything) call it
+  // before they write; a single position needs none (one token's append costs no table).
+  void prepare_runs(int64_t steps) {
+    steps = std::min(steps, kRun);
+    if (steps <= steps_ || half_ == 0) return;
+    run_cos_.resize(size_t(half_));
+    run_sin_.resize(size_t(half_));
+    step_cos_.resize(size_t(steps * half_));
+    step_sin_.resize(size_t(steps * half_));
+    for (int64_t k = steps_; k < steps; ++k)
+      for (int64_t i = 0; i < half_; ++i) {
+        const double a = double(k) * inv_freq_[size_t(i)];
+        step_cos_[size_t(k * half_ + i)] = std::cos(a);
+        step_sin_[size_t(k * half_ + i)] = std::sin(a);
+      }
+    steps_ = steps;
+  }
+  void step_run(int64_t r) {  // r < the steps prepared
+
+    pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position
+    const double* dc = step_cos_.data() + r * half_;
+    const double* ds = step_sin_.data() + r * half_;
+    for (int64_t i = 0; i < half_; ++i) {
+      const double c = run_cos_[size_t(i)], s = run_sin_[size_t(i)];
+      cos_[size_t(i)] = c * dc[i] - s * ds[i];
+      sin_[size_t(i)] = s * dc[i] + c * ds[i];
+    }
+  }
+  // out = the row rotated at the last at() position; D - dims trailing elements copied. out may be in.
+  void rotate(const float* in, float* out, int64_t D) const {
+    const int64_t dims = rope_.dims;
+    const double* c = cos_.data();
+    const double* s = sin_.data();
+    if (rope_.layout == RopeLayout::interleaved) {
+      for (int64_t i = 0; i < half_; ++i) {
+        const double x = in[2 * i], y = in[2 * i + 1];
+        out[2 * i] = float(x * c[i] - y * s[i]);
+        out[2 * i + 1] = float(x * s[i] + y * c[i]);
+      }
+    } else {  // halves: two contiguous runs, which the compiler vectorizes
+      const float* xs = in;
+      const float* ys = in + half_;
+      float* ox = out;
+      float* oy = out + half_;
+      for (int64_t i = 0; i < half_; ++i) {
+        const double x = xs[i], y = ys[i];
+        ox[i] = float(x * c[i] - y * s[i]);
+        oy[i] = float(x * s[i] + y * c[i]);
+      }
+    }
+    if (out != in)
+      for (int64_t d = dims; d < D; ++d) out[d] = in[d];
+  }
+  int64_t offset() const { return rope_.offset; }
+
+ private:
+  Rope rope_;
+  int64_t half_;
+  std::vector<double> inv_freq_, cos_, sin_;
+  std::vector<double> run_cos_, run_sin_, step_cos_, step_sin_;  // start_run / step_run
+  int64_t steps_ = 0;                                             // rows of the step table
+  int64_t pos_ = INT64_MIN;
+};
+
+// A contiguous [B, H, L, D] copy of a view (base pointer and element strides of B, H, L), each row
+// (b, h, l) rotated at position first(b) + l + offset. Loops over positions outside the heads, so
+// the angles are computed once per position (by runs: start_run / step_run).
+// `proto`, when given, is r's rotation made earlier (a cache keeps one: no pow per call).
+template <class First>
+void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t H,
+               int64_t L, int64_t D, First first, float* dst, const RopeRotation* proto = nullptr) {
+  RopeRotation rot = proto ? *proto : RopeRotation(r);
+  rot.prepare_runs(L);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t l = 0; l < L; ++l) {
+      if (l % RopeRotation::kRun == 0) rot.start_run(first(b) + l + r.offset);
+      else rot.step_run(l % RopeRotation::kRun);
+      for (int64_t h = 0; h < H; ++h) rot.rotate(src + b * sb + h * sh + l * sl, dst + ((b * H + h) * L + l) * D, D);
+    }
+}
+
+// Before the kernels run: Q (and K when p.rope_keys) replaced by rotated contiguous copies held in
+// the given buffers (O(Lq·D) work per head; K, in attention() only, O(Lk·D)), and p.rope cleared.
+// The buffers are left uninitialised (every element is written): no pass to zero them.
+inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf,
+                       const RopeRotation* proto = nullptr) {
+  if (!p.rope) return;
+  const Rope r = *p.rope;
+  p.rope.reset();
+  if (p.B > 0 && p.Hq > 0 && p.Lq > 0 && p.D > 0) {
+    q_buf.reset(new float[size_t(p.B * p.Hq * p.Lq * p.D)]);
+    rope_copy(r, p.q, p.qs.b, p.qs.h, p.qs.l, p.B, p.Hq, p.Lq, p.D,
+              [&](int64_t b) { return p.rope_q_position(b, 0); }, q_buf.get(), proto);
+    p.q = q_buf.get();
+    p.qs = {p.Hq * p.Lq * p.D, p.Lq * p.D, p.D};
+  }
+  if (p.rope_keys && p.k && p.B > 0 && p.Hkv > 0 && p.Lk > 0 && p.D > 0) {
+    k_buf.reset(new float[size_t(p.B * p.Hkv * p.Lk * p.D)]);
+    rope_copy(r, p.k, p.ks.b, p.ks.h, p.ks.l, p.B, p.Hkv, p.Lk, p.D, [](int64_t) { return int64_t(0); },
+              k_buf.get(), proto);
+    p.k = k_buf.get();
+    p.ks = {p.Hkv * p.Lk * p.D, p.Lk * p.D, p.D};
+  }
+}
+
+}  // namespace maskattn::detail
