@@ -1,4 +1,4 @@
-// Conformance suite: the behaviour contract (CONTRACT.md, docs/semantics.md) as tables of rows.
+// Conformance suite: the behaviour contract (docs/semantics.md) as tables of rows.
 //
 // Every row is one problem with a name and a one-line "checks" statement of what it pins down. It
 // runs on every kernel target (MASKATTN_INSTANTIATE_FOR_TARGETS) and is compared with the float64

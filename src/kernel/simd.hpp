@@ -1,9 +1,10 @@
-// The few vector primitives the kernel needs, in one place (STYLE: "the escape hatch is small and
-// named"). Simd<Arch> wraps xsimd::batch<float, Arch>; Simd<ScalarArch> is the same interface on
+// The few vector primitives the kernel needs, in one place (the escape hatch from xsimd is small
+// and named). Simd<Arch> wraps xsimd::batch<float, Arch>; Simd<ScalarArch> is the same interface on
 // plain float, so one kernel source also builds for engines without SIMD.
 //
 // exp2 is our own: the magic-number rounding trick needs no float->int conversion, which
-// Emscripten 3.1.6 lowers to a scalar loop (TOOLCHAIN.md), so it stays in SIMD everywhere.
+// Emscripten 3.1.6 lowers to a scalar loop (docs/development.md, "Toolchain notes"), so it stays in
+// SIMD everywhere.
 #pragma once
 
 #include "kernel/arch_namespace.hpp"

@@ -1,5 +1,5 @@
-// A plain JavaScript reference of masked attention, written from /work/shared/CONTRACT.md and
-// docs/semantics.md alone (not from the C++ code), so that the tests compare the library with an
+// A plain JavaScript reference of masked attention, written from the contract (docs/semantics.md)
+// alone (not from the C++ code), so that the tests compare the library with an
 // independent reading of the contract.
 //
 //   referenceAttention(q, k, v, options)            float64 (the reference)
