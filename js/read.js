@@ -2,7 +2,7 @@
 // options and configurations (own properties only), small arrays (lengths, segment ids, slopes,
 // counts), and the few checks that the crossing into wasm would lose (a float64 that float32
 // cannot hold, a fraction that an integer field would drop, a count past 2^31). Every other value
-// check is the C++ library's (src/core/validate.cpp), reported with the same error type and
+// check is the C++ library's (src/problem/validate.cpp), reported with the same error type and
 // argument. The mask helpers (masks.js) read with these too.
 //
 // Everything a call takes from the caller is read once, here, before any wasm memory is touched: a

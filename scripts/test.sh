@@ -49,6 +49,9 @@ build() {  # build DIR [cmake args...]: configure once, then build
   fi
 }
 
+step "layers of src/: no include climbs (scripts/check-layers.sh)"
+run bash -c 'if bash scripts/check-layers.sh; then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
+
 step "native build (Release): kernels sse2, avx2, avx512, avx512vnni with run-time dispatch"
 run build build/native -DCMAKE_BUILD_TYPE=Release -DMASKATTN_BUILD_BENCH=ON
 step "native tests: every dispatch target the CPU has, the README example, the installed package"

@@ -2,9 +2,12 @@
 // the CPU (and OS) supports, using xsimd's cpuid; WebAssembly is a compile-time target (SIMD128 or
 // scalar build), as there is no run-time feature detection inside a module; aarch64 builds carry
 // the neon64 kernel, which every aarch64 CPU runs (NEON is baseline there).
+#include <algorithm>
 #include <string>
 
+#include "base/errors.hpp"
 #include "dispatch/targets.hpp"
+#include "maskattn/reference.hpp"
 
 #if defined(MASKATTN_WITH_SSE2) || defined(MASKATTN_WITH_AVX2) || defined(MASKATTN_WITH_AVX512) || \
     defined(MASKATTN_WITH_AVX512VNNI)
@@ -143,6 +146,30 @@ void run_kernel(Target t, const Problem& p) {
 #endif
     default: return attention_scalar(p);
   }
+}
+
+Target resolve_target(Target requested) {
+  if (!target_available(requested))
+    fail("target", cat(target_name(requested), " is not available here (compiled in: ", compiled_targets_string(),
+                       "; best: ", target_name(best_target()), ")"));
+  return requested == Target::automatic ? best_target() : requested;
+}
+
+ReferenceResult reference_compute(const Problem& p, Precision precision);  // reference/reference.cpp
+
+// The reference computes into its own buffers first, so output is written only on success.
+void run_reference(const Problem& p) {
+  const ReferenceResult r = reference_compute(p, Precision::fp64);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t row = (b * p.Hq + h) * p.Lq + i;
+        if (p.Dv == 0) continue;  // no output row (out may be null)
+        float* o = p.out + b * p.os.b + h * p.os.h + i * p.os.l;
+        for (int64_t c = 0; c < p.Dv; ++c) o[c] = float(r.out[size_t(row * p.Dv + c)]);
+      }
+  if (p.weights) std::transform(r.weights.begin(), r.weights.end(), p.weights, [](double x) { return float(x); });
+  if (p.lse) std::transform(r.lse.begin(), r.lse.end(), p.lse, [](double x) { return float(x); });
 }
 
 std::string compiled_targets_string() {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 
 namespace maskattn::detail {
 
@@ -30,8 +30,12 @@ void attention_neon64(const Problem& p);
 
 // Runs the kernel of target t (not `automatic`, not `reference`).
 void run_kernel(Target t, const Problem& p);
-// Runs the float64 reference on a validated problem and writes its outputs (core/attention.cpp).
+// Runs the float64 reference on a validated problem and writes its outputs.
 void run_reference(const Problem& p);
+// The target a call runs on: `requested`, or for `automatic` the best this CPU runs. A target not
+// compiled in or not supported by this CPU is an ArgumentError naming "target" (checked before
+// anything is written).
+Target resolve_target(Target requested);
 // "scalar, sse2, avx2" etc.
 std::string compiled_targets_string();
 

@@ -7,7 +7,7 @@
 //     lanes), folded into one vector of dot products with a single horizontal reduction;
 //   - one vector exp per score, one rescale of the output rows per key tile (not per key);
 //   - P·V streams each V row once, for all rows of the block, with fp32 accumulators in registers.
-// Masking goes through the same row intervals (mask/row_keys.hpp), tile classes and logits pass
+// Masking goes through the same row intervals (problem/row_keys.hpp), tile classes and logits pass
 // (kernel/logits.hpp) as prefill, and the same online-softmax state (kernel/online_softmax.hpp):
 // a (row, tile) pair is skipped, full or mixed; mixed rows add only their allowed keys' V rows, so
 // masked V (padding, NaN) never meets a weight.
@@ -21,7 +21,7 @@
 // and leaves each row's softmax state and unnormalised output; kernel/run.hpp merges the chunks.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -29,14 +29,14 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 #include "kernel/logits.hpp"
 #include "kernel/online_softmax.hpp"
 #include "kernel/quant.hpp"
 #include "kernel/quant_dot.hpp"
 #include "kernel/simd.hpp"
 #include "kernel/workspace.hpp"
-#include "mask/row_keys.hpp"
+#include "problem/row_keys.hpp"
 
 
 namespace maskattn::detail {

@@ -2,7 +2,7 @@
 // prefill packing and the KV cache share (the vector form is Simd<Arch>::load(const uint16_t*)).
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -4,7 +4,7 @@
 // logits (scale, softcap, ALiBi, bias; -inf where masked) and returns the row maximum.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 #include "kernel/simd.hpp"
-#include "mask/row_keys.hpp"
+#include "problem/row_keys.hpp"
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {

@@ -11,14 +11,14 @@
 // (has_key), never from these numbers.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 #include "kernel/simd.hpp"
 #include "kernel/quant.hpp"
 #include "kernel/softmax_row.hpp"

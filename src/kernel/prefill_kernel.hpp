@@ -25,7 +25,7 @@
 // row is fully masked comes from the masks (has_key), never from scores.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -35,13 +35,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 #include "kernel/logits.hpp"
 #include "kernel/online_softmax.hpp"
 #include "kernel/quant.hpp"
 #include "kernel/simd.hpp"
 #include "kernel/workspace.hpp"
-#include "mask/row_keys.hpp"
+#include "problem/row_keys.hpp"
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {

@@ -25,7 +25,7 @@
 // kernel multiplies by p_j x scale; the scale is folded into the probability, not the values.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -6,7 +6,7 @@
 // which unit.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel.hpp"
+#include "base/parallel.hpp"
 #include "kernel/decode_kernel.hpp"
 #include "kernel/online_softmax.hpp"
 #include "kernel/prefill_kernel.hpp"
@@ -45,7 +45,7 @@ inline int threads_that_pay(const Problem& p, bool decode, int64_t units) {
 }
 
 // Whether the decode kernel runs: few query rows per KV head group (kDecodeMaxRows and the float
-// limits beside it, core/problem.hpp).
+// limits beside it, problem/problem.hpp).
 template <class Arch>
 int decode_max_rows(const Problem& p) {
   const bool float_kv = p.k_type == KVType::f32 && p.v_type == KVType::f32;

@@ -7,7 +7,7 @@
 // SIMD everywhere.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 #include "kernel/half.hpp"
 
 #include <cmath>

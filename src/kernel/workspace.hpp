@@ -38,8 +38,8 @@ struct Workspace {
   int64_t b = -1, hkv = -1;
   Stats stats;
 
-  // Out of line (core/workspace.cpp, baseline flags): the growth code must not be an inline copy
-  // compiled with some kernel's AVX flags (see kernel/arch_namespace.hpp).
+  // Out of line (kernel/workspace.cpp, baseline flags): the growth code must not be an inline copy
+  // compiled with some kernel's AVX flags (see base/arch_namespace.hpp).
   // The decode kernel: `rows` rows of `kt`-key tiles, outputs padded to dv_pad.
   void reserve(int64_t kt, int64_t dv_pad, int64_t rows, int64_t dv);
   // The prefill kernel; convert_d / convert_dv: row widths of converted K / V tiles (0 = read in place).

@@ -1,12 +1,12 @@
 // Naive attention straight from the contract (docs/semantics.md), one (i, j) pair at a time.
 // Deliberately shares nothing with the kernel except the validated Problem: the mask rules are
-// re-derived here per pair from their definitions, not from mask/row_keys.hpp's intervals.
+// re-derived here per pair from their definitions, not from problem/row_keys.hpp's intervals.
 #include <cmath>
 #include <algorithm>
 #include <limits>
 #include <string>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 #include "maskattn/reference.hpp"
 
 namespace maskattn {

@@ -75,7 +75,7 @@ test('served files, and the headers: CSP with frame-ancestors \'none\', no frami
 
 test('paths out of the served folders, in every spelling, sent raw: 404 (or 400), never the file', async () => {
   const targets = [
-    '/package.json', '/scripts/serve.mjs', '/src/core/validate.cpp', '/.git/config', '/docs/../package.json',
+    '/package.json', '/scripts/serve.mjs', '/src/problem/validate.cpp', '/.git/config', '/docs/../package.json',
     '/docs/%2e%2e/package.json', '/docs/..%2fpackage.json', '/docs/%2e%2e%2fREADME.md', '/docs/../README.md', '/docs/../README.html',
     '/docs/..%2fREADME.html', '/docs/%2e%2e%2fpackage.html', '/docs/Semantics.html', '/docs/semantics.md/', '/docs/sub/semantics.md',
     '/docs/.semantics.md', '/docs/semantics.md%00.svg', '/docs/nope.html', '/docs/nope.md', '/docs/semantics.txt',

@@ -3,7 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "core/errors.hpp"
+#include "base/errors.hpp"
 #include "maskattn/masks.hpp"
 
 namespace maskattn {

@@ -8,12 +8,12 @@
 // handled on top of this by tile prescans in the kernel.
 #pragma once
 
-#include "kernel/arch_namespace.hpp"
+#include "base/arch_namespace.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "core/problem.hpp"
+#include "problem/problem.hpp"
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {

@@ -68,7 +68,7 @@ struct Problem {
   bool uniform_over_key_lengths = false;
   const int32_t* key_first = nullptr;
   // A ring's sink tokens (KV cache): keys j < key_sinks are visible to row i whenever j <= d(i),
-  // beside the window (mask/row_keys.hpp); with key_first, positions [0, min(key_sinks, first)) are
+  // beside the window (problem/row_keys.hpp); with key_first, positions [0, min(key_sinks, first)) are
   // held too (the uniform policy's average).
   int64_t key_sinks = 0;
   float* out = nullptr;

@@ -16,9 +16,9 @@
 // (js/load.js sizes the pool; a call never asks for more threads than it has). A browser's main
 // thread may not sleep (Atomics.wait throws there, and Emscripten's futex would spin and warn), so a
 // caller on it spins instead of sleeping while the workers finish their last units.
-#include "core/parallel.hpp"
+#include "base/parallel.hpp"
 
-#include "core/errors.hpp"
+#include "base/errors.hpp"
 
 #include <atomic>
 #include <chrono>

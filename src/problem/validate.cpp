@@ -5,10 +5,9 @@
 #include <limits>
 #include <string>
 
-#include "core/errors.hpp"
-#include "core/problem.hpp"
-#include "core/rope.hpp"
-#include "dispatch/targets.hpp"
+#include "base/errors.hpp"
+#include "problem/problem.hpp"
+#include "problem/rope.hpp"
 
 namespace maskattn::detail {
 namespace {
@@ -323,9 +322,7 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   if (o.executor && !o.executor->parallel_for)
     fail_type("executor", "parallel_for is empty (a null function); pass nullptr for the default executor");
   p.executor = o.executor;
-  if (!target_available(o.target))
-    fail("target", cat(target_name(o.target), " is not available here (compiled in: ",
-                       compiled_targets_string(), "; best: ", target_name(best_target()), ")"));
+  // Options::target is the dispatch layer's to check (dispatch/targets.hpp resolve_target).
   if (o.kernel != Kernel::automatic && o.kernel != Kernel::prefill && o.kernel != Kernel::decode &&
       o.kernel != Kernel::decode_split)
     fail_type("kernel", cat("must be automatic, prefill, decode or decode_split, given ", int(o.kernel)));

@@ -8,13 +8,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/errors.hpp"
+#include "base/errors.hpp"
 #include "kernel/half.hpp"
 #include "kernel/quant.hpp"
-#include "core/problem.hpp"
-#include "core/rope.hpp"
+#include "problem/problem.hpp"
+#include "problem/rope.hpp"
 #include "dispatch/targets.hpp"
-#include "mask/row_keys.hpp"
+#include "problem/row_keys.hpp"
 #include "maskattn/maskattn.hpp"
 
 namespace maskattn {
@@ -610,6 +610,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
     fail_type_or_range(e, cat("does not match the cache (batch ", B, ", kv_heads ", H, ", head_dim ", m.D(),
                               "): ", e.what()));
   }
+  const Target t = detail::resolve_target(options.target);
   p.k_type = m.ktype;
   p.v_type = m.vtype;
   p.keys_rotated = m.rotated;
@@ -662,7 +663,6 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Optio
       }
     }
   }
-  const Target t = options.target == Target::automatic ? best_target() : options.target;
   if (t != Target::reference) {
     std::unique_ptr<float[]> q_rope, k_unused;
     detail::apply_rope(p, q_rope, k_unused, m.rope ? &*m.rope : nullptr);

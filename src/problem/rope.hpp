@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.hpp"
-#include "core/problem.hpp"
+#include "base/errors.hpp"
+#include "problem/problem.hpp"
 #include "maskattn/maskattn.hpp"
 
 namespace maskattn::detail {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.hpp"
-#include "core/problem.hpp"
+#include "base/errors.hpp"
+#include "problem/problem.hpp"
 #include "kernel/online_softmax.hpp"
 #include "maskattn/maskattn.hpp"
 
