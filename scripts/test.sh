@@ -9,7 +9,22 @@ bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 log=$(mktemp)
 started=$SECONDS
-step() { printf '\n==> [%s] %s\n' "$(date -u -d @$((SECONDS - started)) +%M:%S)" "$*"; }
+# Each phase's start is printed as it begins; the table at the end gives each one's duration.
+phases=() phase_start=()
+step() {
+  phases+=("$*")
+  phase_start+=($((SECONDS - started)))
+  printf '\n==> [%s] %s\n' "$(date -u -d @$((SECONDS - started)) +%M:%S)" "$*"
+}
+phase_times() {
+  local n=${#phases[@]} i end
+  echo
+  echo "Phase durations (mm:ss):"
+  for ((i = 0; i < n; ++i)); do
+    end=$([ $((i + 1)) -lt "$n" ] && echo "${phase_start[$((i + 1))]}" || echo $((SECONDS - started)))
+    printf '  %s  %s\n' "$(date -u -d @$((end - phase_start[i])) +%M:%S)" "${phases[$i]:0:100}"
+  done
+}
 # Runs a command, shows its output, adds its ctest / node:test counts to the totals.
 run() {
   "$@" 2>&1 | tee "$log"
@@ -119,6 +134,7 @@ if [ -f scripts/test-js.sh ]; then
   run bash scripts/test-js.sh
 fi
 
+phase_times
 echo
 echo "$passed passed, $failed failed (in $(date -u -d @$((SECONDS - started)) +%M:%S))"
 [ "$failed" -eq 0 ]
