@@ -67,7 +67,7 @@ build() {  # build DIR [cmake args...]: configure once, then build
 step "layers of src/: no include climbs (scripts/check-layers.sh)"
 run bash -c 'if bash scripts/check-layers.sh; then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
 
-step "native build (Release): kernels sse2, avx2, avx512, avx512vnni with run-time dispatch"
+step "native build (Release): every x86 row of the target table (src/include/maskattn/targets.inc), run-time dispatch"
 run build build/native -DCMAKE_BUILD_TYPE=Release -DMASKATTN_BUILD_BENCH=ON
 step "native tests: every dispatch target the CPU has, the README example, the installed package"
 run ctest --test-dir build/native --output-on-failure -j2

@@ -526,7 +526,7 @@ const std::vector<BadCase>& bad_cases() {
        [](P& p) {
          using T = maskattn::Target;
          p.opt.target = static_cast<T>(99);
-         for (T t : {T::simd128, T::neon64, T::avx512, T::avx2, T::sse2, T::scalar})
+         for (T t : maskattn::kKernelTargets)
            if (!maskattn::target_available(t)) { p.opt.target = t; break; }
        },
        "target", {}, Ref::no,

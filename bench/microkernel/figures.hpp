@@ -15,18 +15,9 @@ struct MicrokernelFigures {
 
 // d: head dimension (= Dv); seconds: time spent per figure (the median of 5 timed runs); 0 = only
 // the check against float64, no timing.
-#if defined(MASKATTN_WITH_SSE2)
-MicrokernelFigures microkernel_sse2(int d, double seconds);
-#endif
-#if defined(MASKATTN_WITH_AVX2)
-MicrokernelFigures microkernel_avx2(int d, double seconds);
-#endif
-#if defined(MASKATTN_WITH_AVX512)
-MicrokernelFigures microkernel_avx512(int d, double seconds);
-#endif
-#if defined(MASKATTN_WITH_SIMD128)
-MicrokernelFigures microkernel_simd128(int d, double seconds);
-#endif
-#if defined(MASKATTN_WITH_NEON64)
-MicrokernelFigures microkernel_neon64(int d, double seconds);
-#endif
+// One probe function per row of the target table; a build defines those whose probe it compiles
+// (bench/CMakeLists.txt: microkernel_targets.inc).
+#include "maskattn/maskattn.hpp"
+#define MASKATTN_TARGET(name, ...) MicrokernelFigures microkernel_##name(int d, double seconds);
+#include "maskattn/targets.inc"
+#undef MASKATTN_TARGET

@@ -11,6 +11,7 @@
 // product before they are timed. The end-to-end kernel's share of the peak (softmax, masks and
 // packing included) is maskattn_bench's "% of FMA peak" column. In WebAssembly (Node) this is
 // built by the Emscripten bench build (README "Benchmarks").
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -66,27 +67,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const std::vector<Arch> archs = {
-#if defined(MASKATTN_WITH_AVX512)
-      {"avx512", maskattn::Target::avx512, microkernel_avx512},
-#endif
-#if defined(MASKATTN_WITH_AVX2)
-      {"avx2", maskattn::Target::avx2, microkernel_avx2},
-#endif
-#if defined(MASKATTN_WITH_SSE2)
-      {"sse2", maskattn::Target::sse2, microkernel_sse2},
-#endif
-#if defined(MASKATTN_WITH_SIMD128)
-#if defined(MASKATTN_MICROKERNEL_RELAXED)
-      {"simd128+relaxed", maskattn::Target::simd128, microkernel_simd128},
-#else
-      {"simd128", maskattn::Target::simd128, microkernel_simd128},
-#endif
-#endif
-#if defined(MASKATTN_WITH_NEON64)
-      {"neon64", maskattn::Target::neon64, microkernel_neon64},
-#endif
+  // The probes this build compiled, widest first (bench/CMakeLists.txt: microkernel_targets.inc).
+  std::vector<Arch> archs = {
+#define MASKATTN_PROBE(name) {#name, maskattn::Target::name, microkernel_##name},
+#include "microkernel_targets.inc"
+#undef MASKATTN_PROBE
   };
+  std::stable_sort(archs.begin(), archs.end(),
+                   [](const Arch& a, const Arch& b) { return maskattn::target_lanes(a.target) > maskattn::target_lanes(b.target); });
+#if defined(MASKATTN_MICROKERNEL_RELAXED)
+  for (Arch& a : archs)
+    if (a.target == maskattn::Target::simd128) a.name = "simd128+relaxed";
+#endif
   if (check) {
     int failures = 0, checked = 0;
     for (const Arch& a : archs) {

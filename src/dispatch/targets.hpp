@@ -1,5 +1,5 @@
-// The kernels compiled into this build, one function per architecture (each defined in its own
-// translation unit compiled with that architecture's flags), and run-time selection among them.
+// The kernels compiled into this build, one function per target (each defined in its own
+// translation unit compiled with that target's flags), and run-time selection among them.
 #pragma once
 
 #include <string>
@@ -8,25 +8,11 @@
 
 namespace maskattn::detail {
 
-void attention_scalar(const Problem& p);
-#if defined(MASKATTN_WITH_SSE2)
-void attention_sse2(const Problem& p);
-#endif
-#if defined(MASKATTN_WITH_AVX2)
-void attention_avx2(const Problem& p);
-#endif
-#if defined(MASKATTN_WITH_AVX512)
-void attention_avx512(const Problem& p);
-#endif
-#if defined(MASKATTN_WITH_AVX512VNNI)
-void attention_avx512vnni(const Problem& p);
-#endif
-#if defined(MASKATTN_WITH_SIMD128)
-void attention_simd128(const Problem& p);
-#endif
-#if defined(MASKATTN_WITH_NEON64)
-void attention_neon64(const Problem& p);
-#endif
+// One kernel function per row of maskattn/targets.inc; a build defines those it compiles (the
+// translation units CMakeLists.txt makes from dispatch/kernel.cpp.in).
+#define MASKATTN_TARGET(name, ...) void attention_##name(const Problem& p);
+#include "maskattn/targets.inc"
+#undef MASKATTN_TARGET
 
 // Runs the kernel of target t (not `automatic`, not `reference`).
 void run_kernel(Target t, const Problem& p);

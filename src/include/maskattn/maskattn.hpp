@@ -162,10 +162,20 @@ enum class FullyMasked {
 // Which implementation runs. `automatic` picks the widest the CPU supports.
 // New targets go at the end: the values are stable.
 // avx512vnni: the avx512 kernel plus AVX512-BW/VL/VNNI (vpdpbusd) for the quantized KV caches.
-enum class Target { automatic, reference, scalar, sse2, avx2, avx512, simd128, neon64, avx512vnni };
+// The kernel targets are the rows of the target table, maskattn/targets.inc.
+enum class Target {
+  automatic,
+  reference,
+#define MASKATTN_TARGET(name, ...) name,
+#include "maskattn/targets.inc"
+#undef MASKATTN_TARGET
+};
 // Every kernel target (not automatic, not reference): what target_available() may say yes to.
-inline constexpr Target kKernelTargets[] = {Target::scalar,  Target::sse2,    Target::avx2,  Target::avx512,
-                                            Target::avx512vnni, Target::simd128, Target::neon64};
+inline constexpr Target kKernelTargets[] = {
+#define MASKATTN_TARGET(name, ...) Target::name,
+#include "maskattn/targets.inc"
+#undef MASKATTN_TARGET
+};
 
 // Which kernel runs. `automatic` picks by shape: the decode kernel when a KV head group has few query
 // rows (Hq / Hkv x Lq <= decode_max_rows(target, float K/V)), the prefill kernel otherwise. Both
