@@ -1174,31 +1174,23 @@ TEST_P(Differential, TreeVerification) {
 TEST_P(Differential, Rope) {
   using maskattn::Rope;
   using maskattn::RopeLayout;
-  auto rope = [](double theta, int64_t dims, RopeLayout layout, int64_t offset) {
-    Rope r;
-    r.theta = theta;
-    r.dims = dims;
-    r.layout = layout;
-    r.offset = offset;
-    return r;
-  };
   std::vector<Row> rows;
   for (RopeLayout layout : {RopeLayout::halves, RopeLayout::interleaved}) {
     const std::string l = layout == RopeLayout::halves ? "halves" : "interleaved";
     rows.push_back({l + "_prefill_causal", [=](Case& c, Rng&) {
                       c.dims(1, 2, 2, 70, 70, 64, 32);
                       c.causal = true;
-                      c.rope = rope(10000, 0, layout, 0);
+                      c.rope = Rope{10000, 0, layout, 0};
                     }});
     rows.push_back({l + "_decode_gqa_offset", [=](Case& c, Rng&) {
                       c.dims(2, 8, 2, 1, 300, 128, 128);
                       c.causal = true;
-                      c.rope = rope(500000, 0, layout, 4000);
+                      c.rope = Rope{500000, 0, layout, 4000};
                     }});
     rows.push_back({l + "_partial_dims", [=](Case& c, Rng&) {
                       c.dims(2, 4, 1, 5, 129, 59 + 1, 17);  // dims 16 of D 60 (GPT-J rotates the first 64 of 256)
                       c.causal = true;
-                      c.rope = rope(10000, 16, layout, 0);
+                      c.rope = Rope{10000, 16, layout, 0};
                     }});
     rows.push_back({l + "_blhd_window_lengths", [=](Case& c, Rng&) {
                       c.dims(2, 4, 2, 33, 100, 32, 32);
@@ -1206,16 +1198,16 @@ TEST_P(Differential, Rope) {
                       c.causal = true;
                       c.window = {20, -1};
                       c.key_lengths = lengths({100, 60});
-                      c.rope = rope(10000, 32, layout, 7);
+                      c.rope = Rope{10000, 32, layout, 7};
                     }});
     rows.push_back({l + "_large_positions", [=](Case& c, Rng&) {  // angles formed in double at p ~ 2^31
                       c.dims(1, 2, 1, 3, 40, 16, 16);
-                      c.rope = rope(10000, 0, layout, (int64_t(1) << 31) - 100);
+                      c.rope = Rope{10000, 0, layout, (int64_t(1) << 31) - 100};
                     }});
   }
   rows.push_back({"lq_beyond_lk_negative_positions", [=](Case& c, Rng&) {  // query 0 at Lk - Lq < 0
                     c.dims(1, 2, 1, 20, 8, 16, 16);
-                    c.rope = rope(100, 0, RopeLayout::halves, 0);
+                    c.rope = Rope{100, 0, RopeLayout::halves, 0};
                   }});
   rows.push_back({"with_tree_sinks_alibi", [=](Case& c, Rng& rng) {
                     c.dims(1, 4, 2, 12, 90, 32, 32);
@@ -1223,7 +1215,7 @@ TEST_P(Differential, Rope) {
                     c.tree = random_tree(rng, 12);
                     c.sinks = random_sinks(rng, 4);
                     c.alibi = alibi_slopes(4);
-                    c.rope = rope(10000, 0, RopeLayout::interleaved, 3);
+                    c.rope = Rope{10000, 0, RopeLayout::interleaved, 3};
                   }});
   run_rows(rows);
 }

@@ -221,15 +221,10 @@ class QuantCacheTest : public TargetTest {
     cache.attend(maskattn::bhld(q.data(), B, Hq, Lq, D), maskattn::bhld(out.data(), B, Hq, Lq, Dv), opt);
     for (int64_t b = 0; b < B; ++b) {
       const KVCache::Contents c = cache.read(b);
-      // The contents as a full history: positions before `start` (overwritten by a ring) are zero
-      // rows that the ring's window never lets a query see.
-      const int64_t L = c.start + c.length;
-      std::vector<float> kf(size_t(H * L * D), 0.0f), vf(size_t(H * L * Dv), 0.0f);
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < c.length; ++i) {
-          std::copy_n(c.key.begin() + (h * c.length + i) * D, D, kf.begin() + (h * L + c.start + i) * D);
-          std::copy_n(c.value.begin() + (h * c.length + i) * Dv, Dv, vf.begin() + (h * L + c.start + i) * Dv);
-        }
+      const maskattn_test::CacheHistory history = maskattn_test::cache_history(c, H, D, Dv);  // zero rows before start
+      const int64_t L = history.L;
+      const std::vector<float>& kf = history.k;
+      const std::vector<float>& vf = history.v;
       const maskattn::Options ro = maskattn_test::cache_reference_options(opt, cfg.window);
       const float* qb = q.data() + b * Hq * Lq * D;
       auto run_ref = [&](maskattn::Precision prec) {

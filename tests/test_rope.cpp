@@ -21,15 +21,6 @@ using maskattn::RopeLayout;
 using maskattn_test::Rng;
 using maskattn_test::TargetTest;
 
-Rope make_rope(double theta, int64_t dims, RopeLayout layout, int64_t offset) {
-  Rope r;
-  r.theta = theta;
-  r.dims = dims;
-  r.layout = layout;
-  r.offset = offset;
-  return r;
-}
-
 // The test's own rotation of contiguous [H, L, D] rows (row l at position first + l + offset), in
 // double, rounded to float once.
 std::vector<float> rotate(const std::vector<float>& x, int64_t H, int64_t L, int64_t D, const Rope& r, int64_t first) {
@@ -72,13 +63,10 @@ class RopeTest : public TargetTest {
     for (int64_t b = 0; b < B; ++b) {
       const KVCache::Contents c = cache.read(b);
       ASSERT_EQ(c.sinks, 0);
-      const int64_t L = c.start + c.length;
-      std::vector<float> kf(size_t(H * L * D), 0.0f), vf(size_t(H * L * Dv), 0.0f);
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < c.length; ++i) {
-          std::copy_n(c.key.begin() + (h * c.length + i) * D, D, kf.begin() + (h * L + c.start + i) * D);
-          std::copy_n(c.value.begin() + (h * c.length + i) * Dv, Dv, vf.begin() + (h * L + c.start + i) * Dv);
-        }
+      const maskattn_test::CacheHistory history = maskattn_test::cache_history(c, H, D, Dv);  // zero rows before start
+      const int64_t L = history.L;
+      const std::vector<float>& kf = history.k;
+      const std::vector<float>& vf = history.v;
       const std::vector<float> qb(q.begin() + b * Hq * Lq * D, q.begin() + (b + 1) * Hq * Lq * D);
       const std::vector<float> qr = rotate(qb, Hq, Lq, D, *cfg.rope, L - Lq);
       const maskattn::Options ro = maskattn_test::cache_reference_options(opt, cfg.window);
@@ -125,16 +113,16 @@ TEST_P(RopeTest, CacheAttendRotatesQueriesAtTheirPositions) {
     const char* name;
   };
   const Variant variants[] = {
-      {KVType::f32, KVType::f32, maskattn::KeyRotation::automatic, 0, make_rope(10000, 0, RopeLayout::halves, 0), "f32"},
+      {KVType::f32, KVType::f32, maskattn::KeyRotation::automatic, 0, Rope{10000, 0, RopeLayout::halves, 0}, "f32"},
       {KVType::f16, KVType::f16, maskattn::KeyRotation::automatic, 0,
-       make_rope(500000, 32, RopeLayout::interleaved, 11), "f16 interleaved dims 32 offset 11"},
-      {KVType::q8, KVType::q8, maskattn::KeyRotation::hadamard, 0, make_rope(10000, 0, RopeLayout::halves, 3),
+       Rope{500000, 32, RopeLayout::interleaved, 11}, "f16 interleaved dims 32 offset 11"},
+      {KVType::q8, KVType::q8, maskattn::KeyRotation::hadamard, 0, Rope{10000, 0, RopeLayout::halves, 3},
        "q8 hadamard"},
-      {KVType::q4, KVType::q4, maskattn::KeyRotation::automatic, 0, make_rope(10000, 0, RopeLayout::interleaved, 0),
+      {KVType::q4, KVType::q4, maskattn::KeyRotation::automatic, 0, Rope{10000, 0, RopeLayout::interleaved, 0},
        "q4 (rotated)"},
-      {KVType::f32, KVType::f32, maskattn::KeyRotation::automatic, 60, make_rope(10000, 48, RopeLayout::halves, 5),
+      {KVType::f32, KVType::f32, maskattn::KeyRotation::automatic, 60, Rope{10000, 48, RopeLayout::halves, 5},
        "f32 ring"},
-      {KVType::q8, KVType::f16, maskattn::KeyRotation::automatic, 60, make_rope(1000, 0, RopeLayout::halves, 0),
+      {KVType::q8, KVType::f16, maskattn::KeyRotation::automatic, 60, Rope{1000, 0, RopeLayout::halves, 0},
        "q8/f16 ring"},
   };
   for (const Variant& vt : variants) {
@@ -166,7 +154,7 @@ TEST_P(RopeTest, StepsEqualOneAttentionCall) {
   for (RopeLayout layout : {RopeLayout::halves, RopeLayout::interleaved}) {
     Rng rng(std::string("rope/steps/") + (layout == RopeLayout::halves ? "halves" : "interleaved"));
     const int64_t H = 2, Hq = 4, D = 32, L = 77, Lq = 3;
-    const Rope r = make_rope(10000, 0, layout, 9);
+    const Rope r{10000, 0, layout, 9};
     KVCacheConfig cfg;
     cfg.kv_heads = H; cfg.capacity = 100; cfg.head_dim = D;
     cfg.rope = r;
@@ -218,7 +206,7 @@ TEST(Rope, AttentionEqualsPreRotatedInputs) {
   const std::vector<float> q = random(rng, size_t(Hq * Lq * D)), k = random(rng, size_t(H * Lk * D)),
                            v = random(rng, size_t(H * Lk * D));
   for (RopeLayout layout : {RopeLayout::halves, RopeLayout::interleaved}) {
-    const Rope r = make_rope(10000, 16, layout, 100);
+    const Rope r{10000, 16, layout, 100};
     maskattn::Options o;
     o.causal = true;
     std::vector<float> plain(size_t(Hq * Lq * D)), pre(plain.size()), fused(plain.size());
@@ -247,7 +235,7 @@ TEST(Rope, KeepReRotatesMovedKeys) {
     const int64_t H = 2, D = 16, P = 20, T = 6;
     KVCacheConfig cfg;
     cfg.kv_heads = H; cfg.capacity = 64; cfg.head_dim = D; cfg.dtype = dtype;
-    cfg.rope = make_rope(10000, 0, RopeLayout::halves, 2);
+    cfg.rope = Rope{10000, 0, RopeLayout::halves, 2};
     KVCache tree_cache(cfg), path_cache(cfg);
     const std::vector<float> k = random(rng, size_t(H * P * D)), v = random(rng, size_t(H * P * D));
     tree_cache.append(maskattn::bhld(k.data(), 1, H, P, D), maskattn::bhld(v.data(), 1, H, P, D));
@@ -277,7 +265,7 @@ TEST(Rope, HalfInputIsRotatedLikeFloatInput) {
   Rng rng("rope/half-input");
   KVCacheConfig cfg;
   cfg.kv_heads = 2; cfg.capacity = 40; cfg.head_dim = 8; cfg.dtype = KVType::f16;
-  cfg.rope = make_rope(10000, 0, RopeLayout::interleaved, 1);
+  cfg.rope = Rope{10000, 0, RopeLayout::interleaved, 1};
   KVCache from_floats(cfg), from_halves(cfg);
   std::vector<uint16_t> kh(2 * 30 * 8), vh(kh.size());
   std::vector<float> k(kh.size()), v(kh.size());
@@ -305,18 +293,18 @@ TEST(Rope, BadArgumentsAreNamed) {
     Rope rope;
     const char* argument;
   };
-  Rope odd = make_rope(10000, 3, RopeLayout::halves, 0), nan_theta = make_rope(NAN, 0, RopeLayout::halves, 0);
+  Rope odd = Rope{10000, 3, RopeLayout::halves, 0}, nan_theta = Rope{NAN, 0, RopeLayout::halves, 0};
   const Bad bad[] = {
-      {make_rope(0, 0, RopeLayout::halves, 0), "rope.theta"},
-      {make_rope(-10, 0, RopeLayout::halves, 0), "rope.theta"},
+      {Rope{0, 0, RopeLayout::halves, 0}, "rope.theta"},
+      {Rope{-10, 0, RopeLayout::halves, 0}, "rope.theta"},
       {nan_theta, "rope.theta"},
-      {make_rope(INFINITY, 0, RopeLayout::halves, 0), "rope.theta"},
+      {Rope{INFINITY, 0, RopeLayout::halves, 0}, "rope.theta"},
       {odd, "rope.dims"},
-      {make_rope(10000, 10, RopeLayout::halves, 0), "rope.dims"},
-      {make_rope(10000, -2, RopeLayout::halves, 0), "rope.dims"},
-      {make_rope(10000, 0, RopeLayout(7), 0), "rope.layout"},
-      {make_rope(10000, 0, RopeLayout::halves, -1), "rope.offset"},
-      {make_rope(10000, 0, RopeLayout::halves, int64_t(1) << 31), "rope.offset"},
+      {Rope{10000, 10, RopeLayout::halves, 0}, "rope.dims"},
+      {Rope{10000, -2, RopeLayout::halves, 0}, "rope.dims"},
+      {Rope{10000, 0, RopeLayout(7), 0}, "rope.layout"},
+      {Rope{10000, 0, RopeLayout::halves, -1}, "rope.offset"},
+      {Rope{10000, 0, RopeLayout::halves, int64_t(1) << 31}, "rope.offset"},
   };
   for (const Bad& b : bad) {
     maskattn::Options o;

@@ -163,6 +163,26 @@ inline maskattn::Options cache_reference_options(maskattn::Options o, int64_t wi
   return o;
 }
 
+// A sequence's contents as a KV cache reads them back (KVCache::read) laid out as its full history:
+// K [H, L, D] and V [H, L, Dv] with L = start + length, the positions before `start` (overwritten
+// by a ring) zero rows that the ring's window never lets a query see.
+struct CacheHistory {
+  int64_t L = 0;
+  std::vector<float> k, v;
+};
+inline CacheHistory cache_history(const maskattn::KVCache::Contents& c, int64_t H, int64_t D, int64_t Dv) {
+  CacheHistory h;
+  h.L = c.start + c.length;
+  h.k.assign(size_t(H * h.L * D), 0.0f);
+  h.v.assign(size_t(H * h.L * Dv), 0.0f);
+  for (int64_t head = 0; head < H; ++head)
+    for (int64_t i = 0; i < c.length; ++i) {
+      std::copy_n(c.key.begin() + (head * c.length + i) * D, D, h.k.begin() + (head * h.L + c.start + i) * D);
+      std::copy_n(c.value.begin() + (head * c.length + i) * Dv, Dv, h.v.begin() + (head * h.L + c.start + i) * Dv);
+    }
+  return h;
+}
+
 // Where the decode kernel's P·V over q8/q4 values runs in integers (SIMD128), each tile's weights
 // are rounded to int16 against the tile's largest: at most (KT / 65534) x max|V̂| per row, with
 // KT = 64 keys per tile (docs/semantics.md).
