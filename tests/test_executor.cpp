@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "maskattn/maskattn.hpp"
+#include "thread_cases.hpp"
 
 namespace {
 
@@ -145,14 +146,10 @@ class HostPoolEnvironment : public ::testing::Environment {
 const bool kEnvironmentRegistered =
     whole_run_on_host_pool() && ::testing::AddGlobalTestEnvironment(new HostPoolEnvironment) != nullptr;
 
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
-  }
-  return v;
-}
+using maskattn_test::bitwise_equal;
+using maskattn_test::lcg_values;
+using Problem = maskattn_test::ThreadInputs;
+using Shape = maskattn_test::ThreadShape;
 
 // Under ThreadSanitizer (scripts/test.sh) the bitwise sweep runs on the best target only: the races
 // it looks for are in the thread hand-off, which every target shares (about 35 s otherwise).
@@ -164,65 +161,17 @@ constexpr bool kUnderTsan = false;
 
 std::vector<maskattn::Target> targets() {
   if (kUnderTsan) return {maskattn::best_target()};
-  std::vector<maskattn::Target> t;
-  for (auto x : maskattn::kKernelTargets)
-    if (maskattn::target_available(x)) t.push_back(x);
-  return t;
+  return maskattn_test::available_targets();
 }
 
-struct Shape {
-  const char* name;
-  int64_t B, Hq, Hkv, Lq, Lk, D;
-  bool causal, ragged;
-};
 // Decode with several key chunks, prefill with several query blocks, a windowed GQA problem, and
 // the encoder shape (16 ragged sentences, few heads).
 const Shape kShapes[] = {
-    {"decode_long_keys", 1, 8, 2, 2, 2600, 32, true, false},
-    {"prefill_blocks", 1, 4, 4, 200, 200, 32, true, false},
-    {"gqa_window", 2, 4, 2, 40, 700, 16, false, true},
-    {"encoder_ragged", 16, 4, 2, 40, 40, 16, false, true},
+    {"decode_long_keys", 1, 8, 2, 2, 2600, 32, 32, true, 0},
+    {"prefill_blocks", 1, 4, 4, 200, 200, 32, 32, true, 0},
+    {"gqa_window", 2, 4, 2, 40, 700, 16, 16, false, 7},
+    {"encoder_ragged", 16, 4, 2, 40, 40, 16, 16, false, 7},
 };
-
-struct Problem {
-  Shape s;
-  std::vector<float> q, k, v;
-  std::vector<int32_t> key_lengths;
-  explicit Problem(const Shape& shape) : s(shape) {
-    q = values(size_t(s.B * s.Hq * s.Lq * s.D), 1);
-    k = values(size_t(s.B * s.Hkv * s.Lk * s.D), 2);
-    v = values(size_t(s.B * s.Hkv * s.Lk * s.D), 3);
-    for (int64_t b = 0; b < s.B; ++b)
-      key_lengths.push_back(int32_t(s.ragged ? s.Lk - (b * 7) % (s.Lk - 2) : s.Lk));
-  }
-  // O, weights and lse in one vector (bitwise comparisons).
-  std::vector<float> run(maskattn::Target t, maskattn::Kernel kernel, int threads, const maskattn::Executor* e,
-                         maskattn::Stats* stats = nullptr) const {
-    const int64_t no = s.B * s.Hq * s.Lq * s.D, nw = s.B * s.Hq * s.Lq * s.Lk, nl = s.B * s.Hq * s.Lq;
-    std::vector<float> r(size_t(no + nw + nl));
-    maskattn::ExtraOutputs extra;
-    extra.weights = r.data() + no;
-    extra.lse = r.data() + no + nw;
-    maskattn::Options o;
-    o.causal = s.causal;
-    o.key_lengths = key_lengths;
-    if (!s.causal && s.Lk > 100) o.window = {300, 50};
-    o.target = t;
-    o.kernel = kernel;
-    o.threads = threads;
-    o.executor = e;
-    o.stats = stats;
-    maskattn::attention(maskattn::bhld<const float>(q.data(), s.B, s.Hq, s.Lq, s.D),
-                        maskattn::bhld<const float>(k.data(), s.B, s.Hkv, s.Lk, s.D),
-                        maskattn::bhld<const float>(v.data(), s.B, s.Hkv, s.Lk, s.D),
-                        maskattn::bhld(r.data(), s.B, s.Hq, s.Lq, s.D), o, extra);
-    return r;
-  }
-};
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // The host pool against maskattn's own, at 1, 2, 3 and 8 threads, every kernel, every target; the
 // host pool's size (0 workers: the caller runs every task; 2; 8) does not matter either.
@@ -326,9 +275,9 @@ TEST(Executor, ConcurrentCallersShareTheHostPool) {
   c.capacity = 1600;
   c.head_dim = 32;
   maskattn::KVCache cache(c);
-  const std::vector<float> k = values(size_t(2 * 2 * 1500 * 32), 7), v = values(size_t(2 * 2 * 1500 * 32), 8);
+  const std::vector<float> k = lcg_values(size_t(2 * 2 * 1500 * 32), 7), v = lcg_values(size_t(2 * 2 * 1500 * 32), 8);
   cache.append(maskattn::bhld<const float>(k.data(), 2, 2, 1500, 32), maskattn::bhld<const float>(v.data(), 2, 2, 1500, 32));
-  const std::vector<float> q = values(size_t(2 * 8 * 32), 9);
+  const std::vector<float> q = lcg_values(size_t(2 * 8 * 32), 9);
   auto attend = [&](int threads) {
     std::vector<float> out(size_t(2 * 8 * 32));
     maskattn::Options o = maskattn::KVCache::default_options();
@@ -338,26 +287,16 @@ TEST(Executor, ConcurrentCallersShareTheHostPool) {
     return out;
   };
   const std::vector<float> ec = attend(1);
-  std::atomic<int> mismatches{0}, errors{0};
-  std::vector<std::thread> callers;
-  for (int caller = 0; caller < 4; ++caller)
-    callers.emplace_back([&, caller] {
-      try {
-        for (int n = 0; n < 5; ++n) {
-          const int threads = 2 + (caller + n) % 7;
-          switch ((caller + n) % 3) {
-            case 0: mismatches += !bitwise_equal(a.run(t, maskattn::Kernel::automatic, threads, &e), ea); break;
-            case 1: mismatches += !bitwise_equal(b.run(t, maskattn::Kernel::automatic, threads, &e), eb); break;
-            default: mismatches += !bitwise_equal(attend(threads), ec); break;
-          }
-        }
-      } catch (...) {
-        ++errors;
-      }
-    });
-  for (auto& th : callers) th.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(errors.load(), 0);
+  const maskattn_test::ConcurrentCalls calls = maskattn_test::run_concurrently(4, 5, [&](int caller, int n) {
+    const int threads = 2 + (caller + n) % 7;
+    switch ((caller + n) % 3) {
+      case 0: return bitwise_equal(a.run(t, maskattn::Kernel::automatic, threads, &e), ea);
+      case 1: return bitwise_equal(b.run(t, maskattn::Kernel::automatic, threads, &e), eb);
+      default: return bitwise_equal(attend(threads), ec);
+    }
+  });
+  EXPECT_EQ(calls.wrong, 0);
+  EXPECT_EQ(calls.errors, 0);
 }
 
 // A host whose parallel_for runs the tasks backwards, one after another on the caller: any order

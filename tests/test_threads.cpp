@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "maskattn/maskattn.hpp"
+#include "thread_cases.hpp"
 
 namespace {
 
@@ -22,85 +23,30 @@ using maskattn::ConstTensor;
 using maskattn::KVCache;
 using maskattn::Options;
 
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
-  }
-  return v;
-}
-
-std::vector<maskattn::Target> targets() {
-  std::vector<maskattn::Target> t;
-  for (auto x : maskattn::kKernelTargets)
-    if (maskattn::target_available(x)) t.push_back(x);
-  return t;
-}
+using maskattn_test::bitwise_equal;
+using Inputs = maskattn_test::ThreadInputs;
+using Shape = maskattn_test::ThreadShape;
+using maskattn_test::available_targets;
+using maskattn_test::lcg_values;
 
 // Problems that split across threads: decode-shaped with several key chunks, prefill-shaped with
 // several query blocks per head, and a masked one.
-struct Shape {
-  const char* name;
-  int64_t B, Hq, Hkv, Lq, Lk, D, Dv;
-  bool causal;
-};
 const Shape kShapes[] = {
-    {"decode_long_keys", 1, 8, 2, 2, 2600, 32, 32, true},
-    {"prefill_blocks", 1, 4, 4, 200, 200, 32, 32, true},
-    {"gqa_window", 2, 4, 2, 40, 700, 16, 24, false},
+    {"decode_long_keys", 1, 8, 2, 2, 2600, 32, 32, true, 0},
+    {"prefill_blocks", 1, 4, 4, 200, 200, 32, 32, true, 0},
+    {"gqa_window", 2, 4, 2, 40, 700, 16, 24, false, 37},
 };
-
-struct Inputs {
-  Shape s;
-  std::vector<float> q, k, v;
-  std::vector<int32_t> key_lengths;
-  explicit Inputs(const Shape& shape) : s(shape) {
-    q = values(size_t(s.B * s.Hq * s.Lq * s.D), 1);
-    k = values(size_t(s.B * s.Hkv * s.Lk * s.D), 2);
-    v = values(size_t(s.B * s.Hkv * s.Lk * s.Dv), 3);
-    for (int64_t b = 0; b < s.B; ++b) key_lengths.push_back(int32_t(s.Lk - 37 * b));
-  }
-  Options options(maskattn::Target t, maskattn::Kernel kernel, int threads, maskattn::Stats* stats) const {
-    Options o;
-    o.causal = s.causal;
-    o.key_lengths = key_lengths;
-    if (!s.causal) o.window = {300, 50};
-    o.target = t;
-    o.kernel = kernel;
-    o.threads = threads;
-    o.stats = stats;
-    return o;
-  }
-  // O, weights and lse in one vector (bitwise comparisons).
-  std::vector<float> run(maskattn::Target t, maskattn::Kernel kernel, int threads, maskattn::Stats* stats = nullptr) const {
-    const int64_t no = s.B * s.Hq * s.Lq * s.Dv, nw = s.B * s.Hq * s.Lq * s.Lk, nl = s.B * s.Hq * s.Lq;
-    std::vector<float> r(size_t(no + nw + nl));
-    maskattn::ExtraOutputs extra;
-    extra.weights = r.data() + no;
-    extra.lse = r.data() + no + nw;
-    maskattn::attention(maskattn::bhld<const float>(q.data(), s.B, s.Hq, s.Lq, s.D),
-                        maskattn::bhld<const float>(k.data(), s.B, s.Hkv, s.Lk, s.D),
-                        maskattn::bhld<const float>(v.data(), s.B, s.Hkv, s.Lk, s.Dv),
-                        maskattn::bhld(r.data(), s.B, s.Hq, s.Lq, s.Dv), options(t, kernel, threads, stats), extra);
-    return r;
-  }
-};
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // 1, 2, 3 and 8 threads give the same bits, every kernel, every target; the problems really split.
 TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
   for (const Shape& shape : kShapes) {
     const Inputs in(shape);
-    for (auto t : targets())
+    for (auto t : available_targets())
       for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split}) {
         const std::vector<float> one = in.run(t, kernel, 1);
         for (int threads : {2, 3, 8}) {
           maskattn::Stats stats;
-          const std::vector<float> many = in.run(t, kernel, threads, &stats);
+          const std::vector<float> many = in.run(t, kernel, threads, nullptr, &stats);
           EXPECT_GE(stats.threads_used, 2) << shape.name << " must really split";
           EXPECT_TRUE(bitwise_equal(one, many)) << shape.name << " " << maskattn::target_name(t) << " "
                                                 << maskattn::kernel_name(kernel) << ": " << threads << " threads";
@@ -115,8 +61,8 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
 // weights and lse too.
 TEST(Threads, ManyShortHeadsRaggedBatchSplitsAndStaysBitwise) {
   const int64_t B = 16, Hq = 4, Hkv = 2, L = 40, D = 16;
-  const std::vector<float> q = values(size_t(B * Hq * L * D), 11), k = values(size_t(B * Hkv * L * D), 12),
-                           v = values(size_t(B * Hkv * L * D), 13);
+  const std::vector<float> q = lcg_values(size_t(B * Hq * L * D), 11), k = lcg_values(size_t(B * Hkv * L * D), 12),
+                           v = lcg_values(size_t(B * Hkv * L * D), 13);
   std::vector<int32_t> lengths;
   for (int64_t b = 0; b < B; ++b) lengths.push_back(int32_t(3 + (b * 7) % int64_t(L - 2)));  // 3..40, unordered
   auto run = [&](maskattn::Target t, maskattn::Kernel kernel, int threads, maskattn::Stats* stats) {
@@ -135,7 +81,7 @@ TEST(Threads, ManyShortHeadsRaggedBatchSplitsAndStaysBitwise) {
                         maskattn::bhld<const float>(v.data(), B, Hkv, L, D), maskattn::bhld(r.data(), B, Hq, L, D), o, extra);
     return r;
   };
-  for (auto t : targets())
+  for (auto t : available_targets())
     for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::automatic}) {
       const std::vector<float> one = run(t, kernel, 1, nullptr);
       for (int threads : {2, 3, 8}) {
@@ -156,24 +102,14 @@ TEST(Threads, ConcurrentCallsOnSharedInputs) {
   const auto t = maskattn::best_target();
   const std::vector<float> expected = in.run(t, maskattn::Kernel::automatic, 1);
   const std::vector<float> expected_other = other.run(t, maskattn::Kernel::automatic, 1);
-  std::atomic<int> mismatches{0}, errors{0};
-  std::vector<std::thread> callers;
-  for (int c = 0; c < 4; ++c)
-    callers.emplace_back([&, c] {
-      try {
-        for (int n = 0; n < 6; ++n) {
-          const bool mine = (c + n) % 2 == 0;
-          const std::vector<float> r = mine ? in.run(t, maskattn::Kernel::automatic, 1 + (c + n) % 4)
-                                            : other.run(t, maskattn::Kernel::automatic, 1 + n % 3);
-          if (!bitwise_equal(r, mine ? expected : expected_other)) ++mismatches;
-        }
-      } catch (...) {
-        ++errors;
-      }
-    });
-  for (auto& c : callers) c.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(errors.load(), 0);
+  const maskattn_test::ConcurrentCalls calls = maskattn_test::run_concurrently(4, 6, [&](int c, int n) {
+    const bool mine = (c + n) % 2 == 0;
+    const std::vector<float> r = mine ? in.run(t, maskattn::Kernel::automatic, 1 + (c + n) % 4)
+                                      : other.run(t, maskattn::Kernel::automatic, 1 + n % 3);
+    return bitwise_equal(r, mine ? expected : expected_other);
+  });
+  EXPECT_EQ(calls.wrong, 0);
+  EXPECT_EQ(calls.errors, 0);
 }
 
 // A shared KV cache read by several threads at once (attend is const), float32 and float16, a
@@ -200,7 +136,7 @@ TEST(Threads, SharedCacheAttendedConcurrently) {
     c.page_size = layout.page_size;
     KVCache cache(c);
     const int64_t T = 1500;
-    const std::vector<float> k = values(size_t(2 * 2 * T * 32), 7), v = values(size_t(2 * 2 * T * 32), 8);
+    const std::vector<float> k = lcg_values(size_t(2 * 2 * T * 32), 7), v = lcg_values(size_t(2 * 2 * T * 32), 8);
     const bool fork = layout.page_size > 0 && window == 0;
     const std::vector<int32_t> counts = {int32_t(T), int32_t(fork ? 0 : T - 300)};
     cache.append(maskattn::bhld<const float>(k.data(), 2, 2, T, 32), maskattn::bhld<const float>(v.data(), 2, 2, T, 32), counts);
@@ -210,7 +146,7 @@ TEST(Threads, SharedCacheAttendedConcurrently) {
                    std::vector<int32_t>{0, 7});
     }
     const int64_t Hq = 8, Lq = 2;
-    const std::vector<float> q = values(size_t(2 * Hq * Lq * 32), 9);
+    const std::vector<float> q = lcg_values(size_t(2 * Hq * Lq * 32), 9);
     auto attend = [&](int threads) {
       std::vector<float> out(size_t(2 * Hq * Lq * 32)), lse(size_t(2 * Hq * Lq));
       Options o = KVCache::default_options();
@@ -223,20 +159,10 @@ TEST(Threads, SharedCacheAttendedConcurrently) {
     };
     const std::vector<float> expected = attend(1);
     for (int threads : {2, 3, 8}) EXPECT_TRUE(bitwise_equal(attend(threads), expected)) << threads << " threads";
-    std::atomic<int> mismatches{0}, errors{0};
-    std::vector<std::thread> readers;
-    for (int r = 0; r < 4; ++r)
-      readers.emplace_back([&, r] {
-        try {
-          for (int n = 0; n < 5; ++n)
-            if (!bitwise_equal(attend(1 + (r + n) % 4), expected)) ++mismatches;
-        } catch (...) {
-          ++errors;
-        }
-      });
-    for (auto& t : readers) t.join();
-    EXPECT_EQ(mismatches.load(), 0) << "dtype " << int(dtype) << " window " << window << " pages " << layout.page_size;
-    EXPECT_EQ(errors.load(), 0);
+    const maskattn_test::ConcurrentCalls readers =
+        maskattn_test::run_concurrently(4, 5, [&](int r, int n) { return bitwise_equal(attend(1 + (r + n) % 4), expected); });
+    EXPECT_EQ(readers.wrong, 0) << "dtype " << int(dtype) << " window " << window << " pages " << layout.page_size;
+    EXPECT_EQ(readers.errors, 0);
   }
 }
 
@@ -255,7 +181,7 @@ TEST(Threads, ErrorsOnSomeThreadsDoNotDisturbOthers) {
           if (!bitwise_equal(in.run(t, maskattn::Kernel::automatic, 3), expected)) ++wrong;
         } else {
           try {
-            Options o = in.options(t, maskattn::Kernel::automatic, 4, nullptr);
+            Options o = in.options(t, maskattn::Kernel::automatic, 4);
             o.softcap = -1.0f;
             std::vector<float> out(size_t(in.s.B * in.s.Hq * in.s.Lq * in.s.Dv));
             maskattn::attention(maskattn::bhld<const float>(in.q.data(), in.s.B, in.s.Hq, in.s.Lq, in.s.D),
