@@ -88,7 +88,6 @@ class RopeRotation {
     steps_ = steps;
   }
   void step_run(int64_t r) {  // r < the steps prepared
-
     pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position
     const double* dc = step_cos_.data() + r * half_;
     const double* ds = step_sin_.data() + r * half_;
