@@ -14,7 +14,6 @@
 #include "problem/problem.hpp"
 #include "problem/rope.hpp"
 #include "dispatch/targets.hpp"
-#include "problem/row_keys.hpp"
 #include "maskattn/maskattn.hpp"
 
 namespace maskattn {
@@ -62,9 +61,6 @@ int64_t row_units(KVType t, int64_t n) {
   return detail::is_quantized(t) ? detail::stored_row_bytes(t, n) : n;
 }
 
-[[noreturn]] void fail_type_or_range(const ArgumentError& e, const std::string& message) {
-  throw ArgumentError("q", message, e.is_type_error());
-}
 }  // namespace
 
 struct KVCache::Impl {
@@ -86,7 +82,6 @@ struct KVCache::Impl {
   std::vector<std::unique_ptr<uint8_t[]>> pool;
   std::vector<int32_t> refs, free_pages, table;
   std::vector<const uint8_t*> k_pages, v_pages;  // the kernels' view of `table`: [B * pages_per_seq]
-  std::vector<float> stand_in_row;                // max(D, Dv) zeros: what attend() validates K/V as
 
   int64_t D() const { return cfg.head_dim; }
   int64_t Dv() const { return cfg.value_dim; }
@@ -282,6 +277,28 @@ struct KVCache::Impl {
     }
   }
 
+  // What attend() reads (docs/semantics.md, "KV cache"): the rows in storage, their dtypes, the
+  // ring, the pages, what each sequence holds and the keys' RoPE.
+  detail::KeySource key_source() const {
+    detail::KeySource s;
+    s.B = cfg.batch; s.H = cfg.kv_heads; s.D = D(); s.Dv = Dv();
+    s.Lk = *std::max_element(lengths.begin(), lengths.end());
+    s.k_type = ktype; s.v_type = vtype; s.keys_rotated = rotated;
+    const int64_t ku = row_units(ktype, D()), vu = row_units(vtype, Dv());
+    if (paged()) {
+      s.k_pages = k_pages.data(); s.v_pages = v_pages.data();
+      s.page_keys = P(); s.pages_per_seq = pages_per_seq;
+      s.ks = {0, P() * ku, ku}; s.vs = {0, P() * vu, vu};
+    } else {
+      if (s.Lk > 0) { s.k = k.data(); s.v = v.data(); }
+      s.ks = {s.H * cap() * ku, cap() * ku, ku}; s.vs = {s.H * cap() * vu, cap() * vu, vu};
+    }
+    s.lengths = lengths.data(); s.first = first.data();
+    if (ring()) { s.sinks = sinks(); s.ring = cap() - sinks(); s.window = cfg.window; }
+    if (rope) { s.rope = cfg.rope; s.rope_table = &*rope; }
+    return s;
+  }
+
   // Row j of sequence b, head h as floats (dequantized, unrotated).
   void read_row(bool key, int64_t b, int64_t h, int64_t j, float* out) const {
     if (key) detail::row_to_float(ktype, row(true, b, h, j), D(), rotated, out);
@@ -377,7 +394,6 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
     m.table.assign(size_t(c.batch * m.pages_per_seq), -1);
     m.k_pages.assign(m.table.size(), nullptr);
     m.v_pages.assign(m.table.size(), nullptr);
-    m.stand_in_row.assign(size_t(std::max(c.head_dim, c.value_dim)), 0.0f);
   } else {
     const int64_t k_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, kb}, 1, "capacity");
     const int64_t v_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, vb}, 1, "capacity");
@@ -571,126 +587,7 @@ void KVCache::attend(const ConstTensor& q, const MutableTensor& out) const {
 
 void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Options& options,
                      const ExtraOutputs& extra) const {
-  const Impl& m = live();
-  if (!options.key_lengths.empty())
-    fail("key_lengths", "is implied by the cache (what each sequence holds) and must not be given");
-  if (options.rope)
-    fail("rope", "is the cache's own (its configuration's rope: keys were rotated when appended) and must not be "
-                 "given to attend");
-  const int64_t B = m.cfg.batch, H = m.cfg.kv_heads, cap = m.cap(), S = m.sinks();
-  const int64_t Lk = *std::max_element(m.lengths.begin(), m.lengths.end());
-  Options o = options;
-  o.key_lengths = Span<int32_t>(m.lengths);
-  if (m.ring()) {  // the ring's rule: d(i) - W + 1 <= j <= d(i), on top of the caller's window
-    const int64_t left = m.cfg.window - 1;
-    o.window.left = o.window.left < 0 ? left : std::min(o.window.left, left);
-    o.window.right = 0;
-  }
-  // Views of the storage as [B, Hkv, Lk, D] for validation (the kernels address rows through
-  // Problem::key_row: a ring's slots, pages). Rows of other dtypes are described as float rows here;
-  // the kernels then read them through k_stored / v_stored with strides in the dtype's own units.
-  ConstTensor kv_view[2];
-  for (int s = 0; s < 2; ++s) {
-    const int64_t width = s == 0 ? m.D() : m.Dv();
-    ConstTensor& t = kv_view[s];
-    // A paged cache has no single block to show: one stand-in row, repeated (strides 0), is validated.
-    t.data = m.paged() ? m.stand_in_row.data() : reinterpret_cast<const float*>(s == 0 ? m.k.data() : m.v.data());
-    t.shape[0] = B; t.shape[1] = H; t.shape[2] = Lk; t.shape[3] = width;
-    const int64_t rows = m.paged() ? 0 : cap;
-    t.strides[0] = H * rows * width; t.strides[1] = rows * width; t.strides[2] = m.paged() ? 0 : width;
-    t.strides[3] = 1;
-    if (Lk == 0) t.data = nullptr;
-  }
-  detail::Problem p;
-  try {
-    p = detail::make_problem(q, kv_view[0], kv_view[1], &out, o, extra);
-  } catch (const ArgumentError& e) {
-    // K and V are the cache's own: a mismatch with them is the query's (batch, heads, D).
-    if (e.argument() != "k" && e.argument() != "v") throw;
-    fail_type_or_range(e, cat("does not match the cache (batch ", B, ", kv_heads ", H, ", head_dim ", m.D(),
-                              "): ", e.what()));
-  }
-  const Target t = detail::resolve_target(options.target);
-  p.k_type = m.ktype;
-  p.v_type = m.vtype;
-  p.keys_rotated = m.rotated;
-  const int64_t ku = row_units(m.ktype, m.D()), vu = row_units(m.vtype, m.Dv());
-  if (m.paged()) {
-    p.k = p.v = nullptr;
-    p.k_pages = m.k_pages.data();
-    p.v_pages = m.v_pages.data();
-    p.page_keys = m.P();
-    p.pages_per_seq = m.pages_per_seq;
-    p.ks = {0, m.P() * ku, ku};
-    p.vs = {0, m.P() * vu, vu};
-  } else {
-    if (m.ktype != KVType::f32) {
-      p.k_stored = Lk ? m.k.data() : nullptr;
-      p.k = nullptr;
-      p.ks = {H * cap * ku, cap * ku, ku};
-    }
-    if (m.vtype != KVType::f32) {
-      p.v_stored = Lk ? m.v.data() : nullptr;
-      p.v = nullptr;
-      p.vs = {H * cap * vu, cap * vu, vu};
-    }
-  }
-  p.key_ring = m.ring() ? cap - S : 0;
-  p.key_ring_base = m.ring() ? S : 0;
-  if (m.cfg.rope) {  // keys are stored rotated: only the queries turn, each at its own position
-    p.rope = m.cfg.rope;
-    p.rope_keys = false;
-    p.rope_q_ends = m.lengths.data();
-  }
-  p.uniform_over_key_lengths = true;
-  p.key_first = m.first.data();
-  p.key_sinks = m.ring() ? S : 0;
-  if (m.ring()) {  // a query whose window reaches an overwritten position, [S, first), cannot be answered
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t first = m.first[size_t(b)];
-      if (first <= S) continue;
-      for (int64_t i = 0; i < p.Lq; ++i) {
-        const detail::RowKeys r = detail::row_keys(p, b, i);
-        if (r.empty()) continue;
-        const bool prefix_gone = r.prefix_end > S, window_gone = std::max(r.lo, S) < std::min(r.hi, first);
-        if (!prefix_gone && !window_gone) continue;
-        fail("q", cat("query ", i, " of sequence ", b, " (position ", m.lengths[size_t(b)] - p.Lq + i,
-                      ") attends position ", prefix_gone ? S : std::max(r.lo, S),
-                      ", which the ring has overwritten (it holds positions ",
-                      S > 0 ? cat("0 to ", S - 1, " and ") : std::string(), first, " to ",
-                      m.lengths[size_t(b)] - 1, "); a capacity >= window + sink tokens + Lq - 1 = ",
-                      m.cfg.window + S + p.Lq - 1, " avoids this"));
-      }
-    }
-  }
-  if (t != Target::reference) {
-    std::unique_ptr<float[]> q_rope, k_unused;
-    detail::apply_rope(p, q_rope, k_unused, m.rope ? &*m.rope : nullptr);
-    return detail::run_kernel(t, p);
-  }
-
-  // The reference reads plain float K/V: the logical contents (dequantized, unrotated), in order.
-  std::vector<float> logical[2];
-  for (int s = 0; s < 2; ++s) {
-    const int64_t width = s == 0 ? m.D() : m.Dv();
-    logical[s].assign(size_t(B * H * Lk * width), 0.0f);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t j = 0; j < m.lengths[size_t(b)]; ++j)
-          if (j < m.lead(b) || j >= m.first[size_t(b)])
-            m.read_row(s == 0, b, h, j, logical[s].data() + ((b * H + h) * Lk + j) * width);
-  }
-  p.k = logical[0].data();
-  p.v = logical[1].data();
-  p.k_type = p.v_type = KVType::f32;
-  p.k_stored = p.v_stored = nullptr;
-  p.k_pages = p.v_pages = nullptr;
-  p.page_keys = p.pages_per_seq = 0;
-  p.keys_rotated = false;
-  p.key_ring = p.key_ring_base = 0;
-  p.ks = {H * Lk * m.D(), Lk * m.D(), m.D()};
-  p.vs = {H * Lk * m.Dv(), Lk * m.Dv(), m.Dv()};
-  detail::run_reference(p);
+  detail::execute(detail::make_problem(q, live().key_source(), &out, options, extra), options.target);
 }
 
 }  // namespace maskattn

@@ -14,6 +14,9 @@ namespace maskattn::detail {
 #include "maskattn/targets.inc"
 #undef MASKATTN_TARGET
 
+// Runs a validated problem on the requested target (resolve_target's rules): the kernel, with fused
+// RoPE, or the float64 reference. Every entry point ends here (dispatch/execute.cpp).
+void execute(Problem p, Target requested);
 // Runs the kernel of target t (not `automatic`, not `reference`).
 void run_kernel(Target t, const Problem& p);
 // Runs the float64 reference on a validated problem and writes its outputs.

@@ -72,9 +72,9 @@ class DecodeAttention {
 
   explicit DecodeAttention(const Problem& p) : p_(p), logits_(p) {
     // Quantized V rows are whole blocks (zero-padded): P·V runs over all 32 columns of each block.
-    dv_pad_ = is_quantized(p.v_type) ? quant_blocks(p.Dv) * kQuantBlock : (p.Dv + W - 1) / W * W;
-    k_row_bytes_ = stored_row_bytes(p.k_type, p.D);
-    v_row_bytes_ = stored_row_bytes(p.v_type, p.Dv);
+    dv_pad_ = is_quantized(p.kv.v_type) ? quant_blocks(p.Dv) * kQuantBlock : (p.Dv + W - 1) / W * W;
+    k_row_bytes_ = stored_row_bytes(p.kv.k_type, p.D);
+    v_row_bytes_ = stored_row_bytes(p.kv.v_type, p.Dv);
     nb_ = quant_blocks(p.D);
   }
 
@@ -84,7 +84,7 @@ class DecodeAttention {
   // with quantized keys, the quantized query rows.
   void reserve(Workspace& ws) const {
     ws.reserve(KT, dv_pad_, kMaxRows, p_.Dv);
-    if (is_quantized(p_.k_type)) ws.reserve_query_blocks(query_scratch_bytes());
+    if (is_quantized(p_.kv.k_type)) ws.reserve_query_blocks(query_scratch_bytes());
   }
 
   // Row r of a group is query head hkv * group + r / Lq at position r % Lq.
@@ -111,23 +111,23 @@ class DecodeAttention {
       ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT;
       return;
     }
-    if (is_quantized(p_.k_type)) quantize_queries(ws, rows, n_rows);
+    if (is_quantized(p_.kv.k_type)) quantize_queries(ws, rows, n_rows);
     const int64_t t_begin = (first - k0) / KT, t_end = (last - k0 + KT - 1) / KT;
     ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT - (t_end - t_begin);
     // Tiles of KT keys on the chunk's grid, cut where rows stop being consecutive in memory (a
-    // ring's wrap, a page's end: Problem::contiguous_keys), so each tile's rows are one run; with
+    // ring's wrap, a page's end: KeySource::contiguous_keys), so each tile's rows are one run; with
     // pages a multiple of KT (and chunks aligned), no tile is ever cut.
     const int64_t j_end = std::min(k1, k0 + t_end * KT);
     for (int64_t j = k0 + t_begin * KT; j < j_end;) {
-      const int64_t run = p_.contiguous_keys(j);
+      const int64_t run = p_.kv.contiguous_keys(j);
       const int64_t n = std::min({KT - (j - k0) % KT, j_end - j, run});
       if (n == run && j + n < std::min(j_end, last)) {
         // The run ends with this tile (a page's end): the next rows are elsewhere, where neither the
         // tile's own prefetches nor the hardware's stream reach. Request their first rows now (only
         // keys some row attends: the sequence holds them, so their page exists).
-        const int64_t ahead = std::min({prefetch_keys(k_row_bytes_), std::min(j_end, last) - j - n, p_.contiguous_keys(j + n)});
-        prefetch_bytes(p_.key_row(b, hkv, j + n), ahead * k_row_bytes_);
-        prefetch_bytes(p_.value_row(b, hkv, j + n), ahead * v_row_bytes_);
+        const int64_t ahead = std::min({prefetch_keys(k_row_bytes_), std::min(j_end, last) - j - n, p_.kv.contiguous_keys(j + n)});
+        prefetch_bytes(p_.kv.key_row(b, hkv, j + n), ahead * k_row_bytes_);
+        prefetch_bytes(p_.kv.value_row(b, hkv, j + n), ahead * v_row_bytes_);
       }
       key_tile(ws, b, hkv, rows, n_rows, j, n, std::min(j_end, j + run), states, o);
       j += n;
@@ -164,14 +164,14 @@ class DecodeAttention {
     for (int r = 0; r < n_rows; ++r) {
       if (rows[r].keys.empty()) continue;
       const float* q = rows[r].q;
-      if (p_.keys_rotated) {
+      if (p_.kv.keys_rotated) {
         std::memcpy(rotated, q, size_t(p_.D) * 4);
         rotate(rotated, p_.D);
         q = rotated;
       }
       quantize_row(KVType::q8, q, p_.D, q8);
       rows[r].qq = QRow::prepare(q8, p_.D, nb_, QD::kQ8Offset, base + r * QRow::bytes(nb_),
-                                 QD::kQ4PairOrder && p_.k_type == KVType::q4);
+                                 QD::kQ4PairOrder && p_.kv.k_type == KVType::q4);
     }
   }
 
@@ -206,9 +206,9 @@ class DecodeAttention {
     // Scores of the active rows, [n_active][KT].
     float* s = ws.scores.data();
     // A tile never crosses a ring's wrap or a page's end (run() cuts tiles there): rows are contiguous.
-    const void* k = p_.key_row(b, hkv, j0);
+    const void* k = p_.kv.key_row(b, hkv, j0);
     const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
-    switch (p_.k_type) {
+    switch (p_.kv.k_type) {
       case KVType::q8:
       case KVType::q4: {
         const QRow** qq = qquant_;
@@ -219,7 +219,7 @@ class DecodeAttention {
       default: {
         const float** qrows = qrows_;
         for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
-        if (p_.k_type == KVType::f16) qk_rows(qrows, n_active, static_cast<const uint16_t*>(k), int(n), kt, ahead, s);
+        if (p_.kv.k_type == KVType::f16) qk_rows(qrows, n_active, static_cast<const uint16_t*>(k), int(n), kt, ahead, s);
         else qk_rows(qrows, n_active, static_cast<const float*>(k), int(n), kt, ahead, s);
       }
     }
@@ -254,8 +254,8 @@ class DecodeAttention {
     }
 
     // P·V: full rows together in register blocks; mixed rows over their allowed keys only.
-    const void* v = p_.value_row(b, hkv, j0);
-    switch (p_.v_type) {
+    const void* v = p_.kv.value_row(b, hkv, j0);
+    switch (p_.kv.v_type) {
       case KVType::f32: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, static_cast<const float*>(v), o); break;
       case KVType::f16: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, static_cast<const uint16_t*>(v), o); break;
       case KVType::q8: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, Q8Rows{static_cast<const uint8_t*>(v)}, o); break;
@@ -317,7 +317,7 @@ class DecodeAttention {
                                   int64_t ahead, float* s) const {
     constexpr int KB = W / RB;
     static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
-    const int64_t D = p_.D, d_vec = D / W * W, ks = p_.ks.l, pf = prefetch_keys(k_row_bytes_);
+    const int64_t D = p_.D, d_vec = D / W * W, ks = p_.kv.ks.l, pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[W];
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const float* q[RB];
@@ -358,7 +358,7 @@ class DecodeAttention {
                      float* s) const {
     // Rows per register block as in qk_rows: 1, 2 (all that 4 lanes allow), else 4.
     const int rb = L == 1 || n_rows == 1 ? 1 : n_rows == 2 || L == 4 ? 2 : 4;
-    const bool q4 = p_.k_type == KVType::q4;
+    const bool q4 = p_.kv.k_type == KVType::q4;
     auto run = [&](auto rows) {
       constexpr int RB = decltype(rows)::value;
       if constexpr (L % RB == 0) {
@@ -376,7 +376,7 @@ class DecodeAttention {
                                         int64_t ahead, float* s) const {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
-    const int64_t ks = p_.ks.l, nb = nb_, scales_at = nb * (Q4 ? 16 : 32), pf = prefetch_keys(k_row_bytes_);
+    const int64_t ks = p_.kv.ks.l, nb = nb_, scales_at = nb * (Q4 ? 16 : 32), pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[L];
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const QRow* q[RB];
@@ -411,7 +411,7 @@ class DecodeAttention {
       prow[r] = s + which[r] * KT;
       orow[r] = o + active[which[r]] * dv_pad_;
     }
-    const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
+    const int64_t vs = p_.kv.vs.l, dv_vec = p_.Dv / W * W;
     int64_t c0 = 0;
     constexpr int C = pv_columns_for(R);
     for (; c0 + C * W <= dv_vec; c0 += C * W) pv_columns<R, C>(prow, orow, v, vs, n, c0, c0 == 0 ? ahead : 0);
@@ -450,7 +450,7 @@ class DecodeAttention {
   template <class T>
   void pv_masked_row(const Row& row, const float* p, const float* valid, bool elementwise, int64_t j0, int64_t n,
                      const T* v, float* o) const {
-    const int64_t vs = p_.vs.l, dv_vec = p_.Dv / W * W;
+    const int64_t vs = p_.kv.vs.l, dv_vec = p_.Dv / W * W;
     const RowKeys& keys = row.keys;
     auto allowed = [&](int64_t j) {  // j relative to j0
       return keys.allows(j0 + j) && (!elementwise || valid[j] != 0.0f);
@@ -537,7 +537,7 @@ class DecodeAttention {
     if constexpr (QD::kIntegerValues) {
       constexpr bool kQ4 = std::is_same_v<QRows, Q4Rows>;
       constexpr int64_t kValueBytes = kQ4 ? 16 : 32;
-      const int64_t vs = p_.vs.l, nb = quant_blocks(p_.Dv), scales_at = nb * kValueBytes;
+      const int64_t vs = p_.kv.vs.l, nb = quant_blocks(p_.Dv), scales_at = nb * kValueBytes;
       auto scale = [&](int j, int64_t blk) {
         float d;
         std::memcpy(&d, v.p + j * vs + scales_at + 4 * blk, 4);
@@ -609,7 +609,7 @@ class DecodeAttention {
     constexpr int64_t kValueBytes = kQ4 ? 16 : 32;
     constexpr int GV = kGroupVectors;
     const int ng = int(std::min<int64_t>(NG, (dv_pad_ - c0) / 16));
-    const int64_t vs = p_.vs.l, scales_at = quant_blocks(p_.Dv) * kValueBytes, pf = prefetch_keys(v_row_bytes_);
+    const int64_t vs = p_.kv.vs.l, scales_at = quant_blocks(p_.Dv) * kValueBytes, pf = prefetch_keys(v_row_bytes_);
     V acc[R][NG * GV];
     for (int r = 0; r < R; ++r)
       for (int x = 0; x < ng * GV; ++x) acc[r][x] = S::load(orow[r] + c0 + x * W);

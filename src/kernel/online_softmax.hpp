@@ -106,9 +106,9 @@ struct KeyRange {
   int64_t size() const { return lead + end - first; }
 };
 inline KeyRange uniform_keys(const Problem& p, int64_t b) {
-  if (!p.uniform_over_key_lengths) return {0, 0, p.Lk};
-  const int64_t first = p.key_first ? int64_t(p.key_first[b]) : 0;
-  return {std::min(p.key_sinks, first), first, p.key_length(b)};
+  if (!p.kv.is_cache()) return {0, 0, p.Lk};
+  const int64_t first = p.kv.first ? int64_t(p.kv.first[b]) : 0;
+  return {std::min(p.kv.sinks, first), first, p.key_length(b)};
 }
 
 // Mean of V over those keys of (b, kv head): the `uniform` policy's output row (any V dtype).
@@ -118,8 +118,8 @@ inline void mean_of_values(const Problem& p, int64_t b, int64_t hkv, float* mean
   if (keys.size() <= 0) return;
   for (int64_t c = 0; c < p.Dv; ++c) {  // column by column: no allocation mid-output
     double sum = 0;
-    for (int64_t j = 0; j < keys.lead; ++j) sum += stored_element(p.v_type, p.value_row(b, hkv, j), p.Dv, c);
-    for (int64_t j = keys.first; j < keys.end; ++j) sum += stored_element(p.v_type, p.value_row(b, hkv, j), p.Dv, c);
+    for (int64_t j = 0; j < keys.lead; ++j) sum += stored_element(p.kv.v_type, p.kv.value_row(b, hkv, j), p.Dv, c);
+    for (int64_t j = keys.first; j < keys.end; ++j) sum += stored_element(p.kv.v_type, p.kv.value_row(b, hkv, j), p.Dv, c);
     mean[c] = float(sum / double(keys.size()));
   }
 }

@@ -84,8 +84,8 @@ class PrefillAttention {
   explicit PrefillAttention(const Problem& p) : p_(p), logits_(p) {
     tiles_ = (p.Lk + KT - 1) / KT;
     elementwise_ = p.has_elementwise_rules();
-    k_direct_ = p.k_type == KVType::f32;
-    v_direct_ = p.v_type == KVType::f32;
+    k_direct_ = p.kv.k_type == KVType::f32;
+    v_direct_ = p.kv.v_type == KVType::f32;
   }
 
   // Rows of one (batch, kv head): the group's query heads stacked, row f = (h - hkv * group) * Lq + i.
@@ -185,12 +185,12 @@ class PrefillAttention {
     if (!k_direct_) {
       float* kt = ws.ktiles.data() + t * KT * p_.D;
       for (int64_t j = 0; j < n; ++j)
-        row_to_float(p_.k_type, p_.key_row(ws.b, ws.hkv, j0 + j), p_.D, p_.keys_rotated, kt + j * p_.D);
+        row_to_float(p_.kv.k_type, p_.kv.key_row(ws.b, ws.hkv, j0 + j), p_.D, p_.kv.keys_rotated, kt + j * p_.D);
       std::fill(kt + n * p_.D, kt + KT * p_.D, 0.0f);
     }
     if (!v_direct_) {
       float* vt = ws.vtiles.data() + t * KT * p_.Dv;
-      for (int64_t j = 0; j < n; ++j) row_to_float(p_.v_type, p_.value_row(ws.b, ws.hkv, j0 + j), p_.Dv, false, vt + j * p_.Dv);
+      for (int64_t j = 0; j < n; ++j) row_to_float(p_.kv.v_type, p_.kv.value_row(ws.b, ws.hkv, j0 + j), p_.Dv, false, vt + j * p_.Dv);
       std::fill(vt + n * p_.Dv, vt + KT * p_.Dv, 0.0f);
     }
     ws.tile_flags[t] |= kConverted;
@@ -221,7 +221,7 @@ class PrefillAttention {
 
   const float* value_row(const Workspace& ws, int64_t t, int64_t j) const {
     if (!v_direct_) return ws.vtiles.data() + (t * KT + (j - t * KT)) * p_.Dv;
-    return static_cast<const float*>(p_.value_row(ws.b, ws.hkv, j));
+    return static_cast<const float*>(p_.kv.value_row(ws.b, ws.hkv, j));
   }
 
   // K and V rows of the NK keys from jg (nk of them real): base pointers and row strides. In place
@@ -229,7 +229,7 @@ class PrefillAttention {
   // page's end, the last keys of a sequence) copied into ws.edge_rows, zero past nk.
   void group_rows(Workspace& ws, int64_t jg, int nk, const float*& k, int64_t& kst, const float*& v,
                   int64_t& vst) const {
-    const bool in_place = nk == NK && p_.contiguous_keys(jg) >= NK;
+    const bool in_place = nk == NK && p_.kv.contiguous_keys(jg) >= NK;
     auto side = [&](bool direct, const float* converted, int64_t width, int64_t stride, float* edge, auto&& row_of,
                     const float*& base, int64_t& step) {
       if (!direct) {
@@ -247,10 +247,10 @@ class PrefillAttention {
         step = width;
       }
     };
-    side(k_direct_, ws.ktiles.data(), p_.D, p_.ks.l, ws.edge_rows.data(),
-         [&](int64_t j) { return p_.key_row(ws.b, ws.hkv, j); }, k, kst);
-    side(v_direct_, ws.vtiles.data(), p_.Dv, p_.vs.l, ws.edge_rows.data() + NK * p_.D,
-         [&](int64_t j) { return p_.value_row(ws.b, ws.hkv, j); }, v, vst);
+    side(k_direct_, ws.ktiles.data(), p_.D, p_.kv.ks.l, ws.edge_rows.data(),
+         [&](int64_t j) { return p_.kv.key_row(ws.b, ws.hkv, j); }, k, kst);
+    side(v_direct_, ws.vtiles.data(), p_.Dv, p_.kv.vs.l, ws.edge_rows.data() + NK * p_.D,
+         [&](int64_t j) { return p_.kv.value_row(ws.b, ws.hkv, j); }, v, vst);
   }
 
   // ---------------------------------------------------------------- one super-block

@@ -48,7 +48,7 @@ inline int threads_that_pay(const Problem& p, bool decode, int64_t units) {
 // limits beside it, problem/problem.hpp).
 template <class Arch>
 int decode_max_rows(const Problem& p) {
-  const bool float_kv = p.k_type == KVType::f32 && p.v_type == KVType::f32;
+  const bool float_kv = p.kv.k_type == KVType::f32 && p.kv.v_type == KVType::f32;
   if (!float_kv || Simd<Arch>::W == 1) return kDecodeMaxRows;
   return Simd<Arch>::kRegisters < 16 ? kDecodeMaxRowsFloatWasm : kDecodeMaxRowsFloat;
 }

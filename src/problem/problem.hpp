@@ -12,13 +12,9 @@
 #include <vector>
 
 #include "maskattn/maskattn.hpp"
+#include "problem/key_source.hpp"
 
 namespace maskattn::detail {
-
-// Element strides of a [B, H, L, D] view whose innermost stride is 1.
-struct RowMajor3 {
-  int64_t b = 0, h = 0, l = 0;
-};
 
 // The automatic kernel choice: the decode kernel when a KV head group has at most this many query
 // rows (Hq / Hkv x Lq), else the prefill kernel. Measured crossovers (README "Which kernel runs"):
@@ -45,34 +41,9 @@ struct Problem {
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, group = 1;
 
   const float* q = nullptr;
-  // Float K/V (plain attention, f32 caches). A KV cache of another dtype leaves them null and sets
-  // k_stored / v_stored: rows of k_type / v_type (kernel/quant.hpp), strides in elements (f16) or
-  // bytes (q8, q4); keys_rotated: stored keys are R·k (the kernel rotates the queries the same way).
-  const float* k = nullptr;
-  const float* v = nullptr;
-  KVType k_type = KVType::f32, v_type = KVType::f32;
-  const void* k_stored = nullptr;
-  const void* v_stored = nullptr;
-  bool keys_rotated = false;
-  // A ring of key_ring slots (sliding-window KV cache) after key_ring_base fixed ones (sink tokens):
-  // key j < key_ring_base is slot j, a later key is slot base + (j - base) % key_ring. 0 = none.
-  int64_t key_ring = 0, key_ring_base = 0;
-  // A paged KV cache: slot s of sequence b is row s % page_keys of the page at
-  // k_pages / v_pages[b * pages_per_seq + s / page_keys] (strides ks / vs: .h within a page, .l a row).
-  // Null = one block addressed by the strides from k / k_stored.
-  const uint8_t* const* k_pages = nullptr;
-  const uint8_t* const* v_pages = nullptr;
-  int64_t page_keys = 0, pages_per_seq = 0;
-  // KV cache semantics for the `uniform` policy: average V over the positions sequence b holds,
-  // [key_first[b], key_length(b)), not over all Lk (key_first null = from 0).
-  bool uniform_over_key_lengths = false;
-  const int32_t* key_first = nullptr;
-  // A ring's sink tokens (KV cache): keys j < key_sinks are visible to row i whenever j <= d(i),
-  // beside the window (problem/row_keys.hpp); with key_first, positions [0, min(key_sinks, first)) are
-  // held too (the uniform policy's average).
-  int64_t key_sinks = 0;
+  KeySource kv;  // where K/V rows live (a dense tensor or a KV cache's storage) and their dtypes
   float* out = nullptr;
-  RowMajor3 qs, ks, vs, os;
+  RowMajor3 qs, os;
 
   float scale = 1.0f;
 
@@ -127,40 +98,6 @@ struct Problem {
   bool has_elementwise_rules() const { return allowed || bias || query_segments || tree_parents; }
   int64_t tree_start(int64_t b) const { return key_length(b) - Lq; }
   const int32_t* tree_row(const int32_t* t, int64_t b) const { return t + (tree_per_batch ? b * Lq : 0); }
-  int64_t key_slot(int64_t j) const {
-    return key_ring && j >= key_ring_base ? key_ring_base + (j - key_ring_base) % key_ring : j;
-  }
-  // How many keys from j on have consecutive rows in memory (a ring's wrap, the end of the fixed
-  // slots and a page's end cut runs): the decode kernel's tiles never cross such a cut.
-  int64_t contiguous_keys(int64_t j) const {
-    int64_t run = int64_t(1) << 40;  // beyond any key index (no overflow in j + run)
-    const int64_t slot = key_slot(j);
-    if (key_ring) run = j < key_ring_base ? key_ring_base - j : key_ring_base + key_ring - slot;
-    if (page_keys) run = std::min(run, page_keys - slot % page_keys);
-    return run;
-  }
-  // K/V rows of key j in storage, in their own units (bytes for the quantized types).
-  const void* key_row(int64_t b, int64_t h, int64_t j) const {
-    return stored_row(k, k_stored, k_pages, k_type, ks, b, h, j);
-  }
-  const void* value_row(int64_t b, int64_t h, int64_t j) const {
-    return stored_row(v, v_stored, v_pages, v_type, vs, b, h, j);
-  }
-
- private:
-  const void* stored_row(const float* f, const void* stored, const uint8_t* const* pages, KVType t,
-                         const RowMajor3& s, int64_t b, int64_t h, int64_t j) const {
-    const int64_t slot = key_slot(j);
-    const void* base = f ? static_cast<const void*>(f) : stored;
-    int64_t off = b * s.b + h * s.h + slot * s.l;
-    if (pages) {
-      base = pages[b * pages_per_seq + slot / page_keys];
-      off = h * s.h + (slot % page_keys) * s.l;
-    }
-    if (t == KVType::f32) return static_cast<const float*>(base) + off;
-    if (t == KVType::f16) return static_cast<const uint16_t*>(base) + off;
-    return static_cast<const uint8_t*>(base) + off;
-  }
 };
 
 // Checks one view (shape, strides, null data, buffer size), naming it in the error.
@@ -170,8 +107,13 @@ void check_view(const HalfTensor& t, const std::string& name);
 int64_t checked_elements(std::initializer_list<int64_t> dims, int64_t element_bytes, const std::string& name);
 
 // Validates every argument (throwing ArgumentError that names it) and returns the normalised
-// problem. Nothing is written. `need_outputs` is false for the reference, which returns its results.
+// problem. Nothing is written. `out` is null for the reference API, which returns its results.
+// attention(): K and V are dense float tensors.
 Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                      const MutableTensor* out, const Options& options, const ExtraOutputs& extra);
+// Any key source (a KV cache's storage): a cache's own rules (its lengths, ring window, RoPE; a
+// mismatch with its shape is the query's error) come from the source.
+Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& options,
+                     const ExtraOutputs& extra);
 
 }  // namespace maskattn::detail

@@ -152,11 +152,12 @@ void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t 
 
 // Before the kernels run: Q (and K when p.rope_keys) replaced by rotated contiguous copies held in
 // the given buffers (O(Lq·D) work per head; K, in attention() only, O(Lk·D)), and p.rope cleared.
-// The buffers are left uninitialised (every element is written): no pass to zero them.
-inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf,
-                       const RopeRotation* proto = nullptr) {
+// The buffers are left uninitialised (every element is written): no pass to zero them. A cache's
+// frequencies (p.kv.rope_table) are reused: no pow per call.
+inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf) {
   if (!p.rope) return;
   const Rope r = *p.rope;
+  const RopeRotation* proto = p.kv.rope_table;
   p.rope.reset();
   if (p.B > 0 && p.Hq > 0 && p.Lq > 0 && p.D > 0) {
     q_buf.reset(new float[size_t(p.B * p.Hq * p.Lq * p.D)]);
@@ -165,12 +166,13 @@ inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_
     p.q = q_buf.get();
     p.qs = {p.Hq * p.Lq * p.D, p.Lq * p.D, p.D};
   }
-  if (p.rope_keys && p.k && p.B > 0 && p.Hkv > 0 && p.Lk > 0 && p.D > 0) {
+  if (p.rope_keys && p.kv.k && p.B > 0 && p.Hkv > 0 && p.Lk > 0 && p.D > 0) {  // dense float K (attention())
+    const RowMajor3 ks = p.kv.ks;
     k_buf.reset(new float[size_t(p.B * p.Hkv * p.Lk * p.D)]);
-    rope_copy(r, p.k, p.ks.b, p.ks.h, p.ks.l, p.B, p.Hkv, p.Lk, p.D, [](int64_t) { return int64_t(0); },
-              k_buf.get(), proto);
-    p.k = k_buf.get();
-    p.ks = {p.Hkv * p.Lk * p.D, p.Lk * p.D, p.D};
+    rope_copy(r, static_cast<const float*>(p.kv.k), ks.b, ks.h, ks.l, p.B, p.Hkv, p.Lk, p.D,
+              [](int64_t) { return int64_t(0); }, k_buf.get(), proto);
+    p.kv.k = k_buf.get();
+    p.kv.ks = {p.Hkv * p.Lk * p.D, p.Lk * p.D, p.D};
   }
 }
 

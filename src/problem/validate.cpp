@@ -8,6 +8,7 @@
 #include "base/errors.hpp"
 #include "problem/problem.hpp"
 #include "problem/rope.hpp"
+#include "problem/row_keys.hpp"
 
 namespace maskattn::detail {
 namespace {
@@ -186,19 +187,79 @@ void check_tree(const Span<int32_t>& tree, Problem& p) {
 
 }  // namespace
 
+namespace {
+
+// A KV cache's positions that a query may need but the ring has overwritten, [sinks, first): such a
+// query cannot be answered (docs/semantics.md, "KV cache": capacity and the window).
+void check_ring_holds(const Problem& p) {
+  const KeySource& kv = p.kv;
+  const int64_t S = kv.sinks;
+  for (int64_t b = 0; b < p.B; ++b) {
+    const int64_t first = kv.first[b];
+    if (first <= S) continue;
+    for (int64_t i = 0; i < p.Lq; ++i) {
+      const RowKeys r = row_keys(p, b, i);
+      if (r.empty()) continue;
+      const bool prefix_gone = r.prefix_end > S, window_gone = std::max(r.lo, S) < std::min(r.hi, first);
+      if (!prefix_gone && !window_gone) continue;
+      fail("q", cat("query ", i, " of sequence ", b, " (position ", kv.lengths[b] - p.Lq + i, ") attends position ",
+                    prefix_gone ? S : std::max(r.lo, S), ", which the ring has overwritten (it holds positions ",
+                    S > 0 ? cat("0 to ", S - 1, " and ") : std::string(), first, " to ", kv.lengths[b] - 1,
+                    "); a capacity >= window + sink tokens + Lq - 1 = ", kv.window + S + p.Lq - 1, " avoids this"));
+    }
+  }
+}
+
+Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& o,
+                             const ExtraOutputs& extra);
+
+}  // namespace
+
 Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTensor& v,
                      const MutableTensor* out, const Options& o, const ExtraOutputs& extra) {
   check_tensor(q, "q");
   check_tensor(k, "k");
   check_tensor(v, "v");
+  expect_dim("k", "batch size (shape[0])", q.shape[0], k.shape[0], "q's batch size");
+  expect_dim("k", "head dim (shape[3])", q.shape[3], k.shape[3], "q's head dim");
+  expect_dim("v", "batch size (shape[0])", q.shape[0], v.shape[0], "q's batch size");
+  expect_dim("v", "head count (shape[1])", k.shape[1], v.shape[1], "k's head count");
+  expect_dim("v", "sequence length (shape[2])", k.shape[2], v.shape[2], "k's sequence length");
+  KeySource kv;
+  kv.B = k.shape[0]; kv.H = k.shape[1]; kv.Lk = k.shape[2]; kv.D = k.shape[3]; kv.Dv = v.shape[3];
+  kv.k = k.data; kv.ks = {k.strides[0], k.strides[1], k.strides[2]};
+  kv.v = v.data; kv.vs = {v.strides[0], v.strides[1], v.strides[2]};
+  return make_problem_checked(q, kv, out, o, extra);
+}
+
+Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& o,
+                     const ExtraOutputs& extra) {
+  if (!kv.is_cache()) return make_problem_checked(q, kv, out, o, extra);
+  if (!o.key_lengths.empty())
+    fail("key_lengths", "is implied by the cache (what each sequence holds) and must not be given");
+  if (o.rope)
+    fail("rope", "is the cache's own (its configuration's rope: keys were rotated when appended) and must not be "
+                 "given to attend");
+  try {
+    return make_problem_checked(q, kv, out, o, extra);
+  } catch (const ArgumentError& e) {
+    // K and V are the cache's own: a mismatch with them is the query's (batch, heads, D).
+    if (e.argument() != "k" && e.argument() != "v") throw;
+    throw ArgumentError("q", cat("does not match the cache (batch ", kv.B, ", kv_heads ", kv.H, ", head_dim ", kv.D,
+                                 "): ", e.what()), e.is_type_error());
+  }
+}
+
+namespace {
+
+Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& o,
+                             const ExtraOutputs& extra) {
+  check_tensor(q, "q");
   Problem p;
   p.B = q.shape[0]; p.Hq = q.shape[1]; p.Lq = q.shape[2]; p.D = q.shape[3];
-  p.Hkv = k.shape[1]; p.Lk = k.shape[2]; p.Dv = v.shape[3];
-  expect_dim("k", "batch size (shape[0])", p.B, k.shape[0], "q's batch size");
-  expect_dim("k", "head dim (shape[3])", p.D, k.shape[3], "q's head dim");
-  expect_dim("v", "batch size (shape[0])", p.B, v.shape[0], "q's batch size");
-  expect_dim("v", "head count (shape[1])", p.Hkv, v.shape[1], "k's head count");
-  expect_dim("v", "sequence length (shape[2])", p.Lk, v.shape[2], "k's sequence length");
+  p.Hkv = kv.H; p.Lk = kv.Lk; p.Dv = kv.Dv;
+  expect_dim("k", "batch size (shape[0])", p.B, kv.B, "q's batch size");
+  expect_dim("k", "head dim (shape[3])", p.D, kv.D, "q's head dim");
   if (p.Hkv == 0 && p.Hq > 0) fail("k", cat("head count (shape[1]) must be >= 1 when q has ", p.Hq, " heads, given 0"));
   if (p.Hkv > 0 && p.Hq % p.Hkv != 0)
     fail("k", cat("head count (shape[1]) must divide q's head count ", p.Hq, " (GQA), given ", p.Hkv));
@@ -216,8 +277,7 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
     p.os = {out->strides[0], out->strides[1], out->strides[2]};
   }
   p.q = q.data; p.qs = {q.strides[0], q.strides[1], q.strides[2]};
-  p.k = k.data; p.ks = {k.strides[0], k.strides[1], k.strides[2]};
-  p.v = v.data; p.vs = {v.strides[0], v.strides[1], v.strides[2]};
+  p.kv = kv;
 
   if (o.scale) {
     if (!std::isfinite(*o.scale)) fail("scale", cat("must be finite, given ", *o.scale));
@@ -230,7 +290,7 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   if (o.align != Align::bottom_right && o.align != Align::top_left)
     fail_type("align", cat("must be bottom_right or top_left, given ", int(o.align)));
   p.top_left = o.align == Align::top_left;
-  p.key_lengths = check_per_batch(o.key_lengths, "key_lengths", p.B, p.Lk, "Lk");
+  p.key_lengths = kv.is_cache() ? kv.lengths : check_per_batch(o.key_lengths, "key_lengths", p.B, p.Lk, "Lk");
   p.query_lengths = check_per_batch(o.query_lengths, "query_lengths", p.B, p.Lq, "Lq");
 
   const int64_t full[4] = {p.B, p.Hq, p.Lq, p.Lk};
@@ -243,6 +303,10 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   const int64_t reach = std::min<int64_t>(p.Lq, int64_t(1) << 40) + std::min<int64_t>(p.Lk, int64_t(1) << 40) + 1;
   p.window_left = std::min(o.window.left, reach);
   p.window_right = std::min(o.window.right, reach);
+  if (kv.ring) {  // a ring's rule: d(i) - W + 1 <= j <= d(i), on top of the caller's window
+    p.window_left = p.window_left < 0 ? kv.window - 1 : std::min(p.window_left, kv.window - 1);
+    p.window_right = 0;
+  }
   if (o.prefix < 0) fail("prefix", cat("must be >= 0, given ", o.prefix));
   p.prefix = std::min(o.prefix, reach);
 
@@ -310,6 +374,9 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   if (o.rope) {
     p.rope = check_rope(*o.rope, p.D, "rope");
     p.rope_keys = true;  // query i at Lk - Lq + i (bottom-right: the last query row at the last key)
+  } else if (kv.rope) {  // a cache's keys are stored rotated: only the queries turn, each at its own position
+    p.rope = kv.rope;
+    p.rope_q_ends = kv.lengths;
   }
 
   if (o.fully_masked != FullyMasked::zero && o.fully_masked != FullyMasked::nan &&
@@ -358,8 +425,11 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
       fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x (D = ", p.D,
                          " + Dv = ", p.Dv, ") floats) does not fit in the address space"));
   }
+  if (kv.ring) check_ring_holds(p);
   return p;
 }
+
+}  // namespace
 
 }  // namespace maskattn::detail
 

@@ -23,7 +23,7 @@ bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) 
   if (p.window_left >= 0 && j < d - p.window_left) diagonal_ok = false;
   if (p.window_right >= 0 && j > d + p.window_right) diagonal_ok = false;
   if (j < p.prefix) diagonal_ok = true;  // prefix-LM: the prefix is always visible
-  if (j < p.key_sinks && j <= d) diagonal_ok = true;  // a ring's sink tokens: visible up to the query
+  if (j < p.kv.sinks && j <= d) diagonal_ok = true;  // a ring's sink tokens: visible up to the query
   if (!diagonal_ok) return false;
   if (p.query_segments && p.query_segments[b * p.Lq + i] != p.key_segments[b * p.Lk + j]) return false;
   if (p.tree_parents && j >= klen - p.Lq) {  // a tree node: only i's ancestors and i itself
@@ -66,6 +66,12 @@ void compute(const Problem& p, ReferenceResult& res) {
   std::vector<uint8_t> use(size_t(p.Lk));
   // RoPE: rotated Q rows (query i of sequence b at p.rope_q_position(b, i)) and K rows (key j at j),
   // in double, [B, H, L, D]. In fp32 each rotated value is rounded to float once (as the kernels get it).
+  // Plain float K and V (a cache of another dtype, a ring or pages reach here converted by the
+  // dispatch layer: dispatch.cpp's logical_keys), strides in floats.
+  const float* const pk = static_cast<const float*>(p.kv.k);
+  const float* const pv = static_cast<const float*>(p.kv.v);
+  const RowMajor3& ks = p.kv.ks;
+  const RowMajor3& vs = p.kv.vs;
   std::vector<double> q_rope, k_rope;
   if (p.rope && p.D > 0) {
     q_rope.resize(size_t(p.B * p.Hq * p.Lq * p.D));
@@ -79,7 +85,7 @@ void compute(const Problem& p, ReferenceResult& res) {
       for (int64_t b = 0; b < p.B; ++b)
         for (int64_t h = 0; h < p.Hkv; ++h)
           for (int64_t j = 0; j < p.Lk; ++j)
-            rope_row(*p.rope, j, p.k + b * p.ks.b + h * p.ks.h + j * p.ks.l, p.D,
+            rope_row(*p.rope, j, pk + b * ks.b + h * ks.h + j * ks.l, p.D,
                      k_rope.data() + ((b * p.Hkv + h) * p.Lk + j) * p.D);
     }
   }
@@ -87,8 +93,8 @@ void compute(const Problem& p, ReferenceResult& res) {
     for (int64_t h = 0; h < p.Hq; ++h) {
       const int64_t hk = h / p.group;
       // Empty tensors may have null data (nothing is read): no arithmetic on a null pointer.
-      const float* k = p.k ? p.k + b * p.ks.b + hk * p.ks.h : nullptr;
-      const float* v = p.v ? p.v + b * p.vs.b + hk * p.vs.h : nullptr;
+      const float* k = pk ? pk + b * ks.b + hk * ks.h : nullptr;
+      const float* v = pv ? pv + b * vs.b + hk * vs.h : nullptr;
       for (int64_t i = 0; i < p.Lq; ++i) {
         const int64_t row = (b * p.Hq + h) * p.Lq + i;
         const float* q = p.q ? p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l : nullptr;
@@ -102,9 +108,9 @@ void compute(const Problem& p, ReferenceResult& res) {
           if (!q_rope.empty()) {
             const double* qr = q_rope.data() + row * p.D;
             const double* kr = k_rope.empty() ? nullptr : k_rope.data() + ((b * p.Hkv + hk) * p.Lk + j) * p.D;
-            for (int64_t d = 0; d < p.D; ++d) s += Real(qr[d]) * Real(kr ? kr[d] : double(k[j * p.ks.l + d]));
+            for (int64_t d = 0; d < p.D; ++d) s += Real(qr[d]) * Real(kr ? kr[d] : double(k[j * ks.l + d]));
           } else {
-            for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[j * p.ks.l + d]);
+            for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[j * ks.l + d]);
           }
           s *= Real(p.scale);
           if (p.softcap > 0) s = Real(p.softcap) * std::tanh(s / Real(p.softcap));
@@ -139,9 +145,9 @@ void compute(const Problem& p, ReferenceResult& res) {
           } else if (p.policy == FullyMasked::uniform) {
             // Over all Lk keys; for a KV cache, over the positions the sequence holds.
             // A ring with sink tokens also holds positions [0, min(sinks, first)).
-            const int64_t j0 = p.uniform_over_key_lengths && p.key_first ? p.key_first[b] : 0;
-            const int64_t j1 = p.uniform_over_key_lengths ? p.key_length(b) : p.Lk;
-            const int64_t lead = p.uniform_over_key_lengths ? std::min(p.key_sinks, j0) : 0;
+            const int64_t j0 = p.kv.is_cache() && p.kv.first ? p.kv.first[b] : 0;
+            const int64_t j1 = p.kv.is_cache() ? p.key_length(b) : p.Lk;
+            const int64_t lead = p.kv.is_cache() ? std::min(p.kv.sinks, j0) : 0;
             const int64_t held = lead + j1 - j0;
             auto is_held = [&](int64_t j) { return j < lead || (j >= j0 && j < j1); };
             if (held > 0) {
@@ -150,7 +156,7 @@ void compute(const Problem& p, ReferenceResult& res) {
               for (int64_t c = 0; c < p.Dv; ++c) {
                 Real sum = 0;
                 for (int64_t j = 0; j < p.Lk; ++j)
-                  if (is_held(j)) sum += Real(v[j * p.vs.l + c]);
+                  if (is_held(j)) sum += Real(v[j * vs.l + c]);
                 out[c] = double(sum / Real(held));
               }
             }
@@ -174,7 +180,7 @@ void compute(const Problem& p, ReferenceResult& res) {
         for (int64_t c = 0; c < p.Dv; ++c) {
           Real acc = 0;
           for (int64_t j = 0; j < p.Lk; ++j)
-            if (use[j]) acc += Real(w[j]) * Real(v[j * p.vs.l + c]);  // masked V never read
+            if (use[j]) acc += Real(w[j]) * Real(v[j * vs.l + c]);  // masked V never read
           out[c] = double(acc);
         }
         res.lse[row] = double(m + std::log(sum));

@@ -1,0 +1,90 @@
+// Where the keys and values of one call live and in what form: the one description that
+// attention() (a dense tensor) and a KV cache (its block, ring or pages) give make_problem, and that
+// the kernels and the reference read rows through (docs/semantics.md, "KV cache"). A new storage kind
+// or cache dtype changes this type and the cache, not the validator or the kernels' addressing.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+#include "maskattn/maskattn.hpp"
+
+namespace maskattn::detail {
+
+class RopeRotation;  // problem/rope.hpp
+
+// Element strides of a [B, H, L, D] view whose innermost stride is 1.
+struct RowMajor3 {
+  int64_t b = 0, h = 0, l = 0;
+};
+
+struct KeySource {
+  // The logical shape: K [B, H, Lk, D], V [B, H, Lk, Dv].
+  int64_t B = 0, H = 0, Lk = 0, D = 0, Dv = 0;
+  // Rows of k_type / v_type (kernel/quant.hpp formats). k, v: the block holding them (null when
+  // paged, or when there are no rows); strides in the dtype's own units: floats, halves, or bytes
+  // (q8, q4). keys_rotated: stored keys are R·k (the kernel rotates the queries the same way).
+  KVType k_type = KVType::f32, v_type = KVType::f32;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  RowMajor3 ks, vs;
+  bool keys_rotated = false;
+  // Pages: slot s of sequence b is row s % page_keys of page k_pages / v_pages[b * pages_per_seq +
+  // s / page_keys] (strides .h within a page, .l a row). Null = the one block above.
+  const uint8_t* const* k_pages = nullptr;
+  const uint8_t* const* v_pages = nullptr;
+  int64_t page_keys = 0, pages_per_seq = 0;
+
+  // ---- A KV cache (null / 0 for a dense tensor)
+  // lengths[b]: the positions sequence b has seen (the key_lengths rule; Lk is their maximum).
+  // first[b]: the lowest window position still held (a ring overwrites older ones); positions below
+  // min(sinks, first[b]) are held too (sink tokens).
+  const int32_t* lengths = nullptr;
+  const int32_t* first = nullptr;
+  int64_t sinks = 0;
+  // A sliding-window ring: `window` positions visible per query; ring slots after `sinks` fixed ones.
+  int64_t window = 0, ring = 0;
+  // Keys stored rotated by this RoPE (queries turn at their positions; `rope_table` its frequencies).
+  std::optional<Rope> rope;
+  const RopeRotation* rope_table = nullptr;
+  // A cache's semantics: per-sequence lengths, the `uniform` policy averaging only held positions.
+  bool is_cache() const { return lengths != nullptr; }
+
+  // Whether storage holds position j of sequence b (a ring has overwritten [sinks, first[b])).
+  bool holds(int64_t b, int64_t j) const {
+    if (!first) return true;
+    return j < std::min<int64_t>(sinks, first[b]) || j >= first[b];
+  }
+  int64_t slot(int64_t j) const { return ring && j >= sinks ? sinks + (j - sinks) % ring : j; }
+  // How many keys from j on have consecutive rows in memory (a ring's wrap, the end of the fixed
+  // slots and a page's end cut runs): the decode kernel's tiles never cross such a cut.
+  int64_t contiguous_keys(int64_t j) const {
+    int64_t run = int64_t(1) << 40;  // beyond any key index (no overflow in j + run)
+    const int64_t s = slot(j);
+    if (ring) run = j < sinks ? sinks - j : sinks + ring - s;
+    if (page_keys) run = std::min(run, page_keys - s % page_keys);
+    return run;
+  }
+  // K/V rows of key j in storage, in their own units (bytes for the quantized types).
+  const void* key_row(int64_t b, int64_t h, int64_t j) const { return row(k, k_pages, k_type, ks, b, h, j); }
+  const void* value_row(int64_t b, int64_t h, int64_t j) const { return row(v, v_pages, v_type, vs, b, h, j); }
+  // Plain float K and V in one block: what the reference and RoPE's key copy read directly.
+  bool dense_float() const { return k_type == KVType::f32 && v_type == KVType::f32 && !k_pages && !ring && !keys_rotated; }
+
+ private:
+  const void* row(const void* base, const uint8_t* const* pages, KVType t, const RowMajor3& s, int64_t b,
+                  int64_t h, int64_t j) const {
+    const int64_t at = slot(j);
+    int64_t off = b * s.b + h * s.h + at * s.l;
+    if (pages) {
+      base = pages[b * pages_per_seq + at / page_keys];
+      off = h * s.h + (at % page_keys) * s.l;
+    }
+    if (t == KVType::f32) return static_cast<const float*>(base) + off;
+    if (t == KVType::f16) return static_cast<const uint16_t*>(base) + off;
+    return static_cast<const uint8_t*>(base) + off;
+  }
+};
+
+}  // namespace maskattn::detail
