@@ -1,4 +1,5 @@
 // The public entry point: validate everything, then run on the chosen target (dispatch/execute.cpp).
+// Semantics: docs/semantics.md, "The computation" and "Bad input".
 #include "problem/problem.hpp"
 #include "dispatch/targets.hpp"
 

@@ -1,4 +1,5 @@
 // Mask-building helpers (see maskattn/masks.hpp): dense masks equal to the library's compact rules.
+// Semantics: docs/semantics.md, "Which keys a query may attend".
 #include <algorithm>
 #include <limits>
 #include <string>

@@ -1,6 +1,7 @@
 // merge_attention: partial results over disjoint key sets combined through their log-sum-exp, with
 // the online-softmax merge split-K uses inside a call (kernel/online_softmax.hpp), in scalar code:
 // the work is one pass over the outputs, bound by memory.
+// Semantics: docs/semantics.md, "Merging partial results".
 #include <cmath>
 #include <limits>
 #include <string>

@@ -2,6 +2,7 @@
 // which pairs the element-wise rules (segments, `allowed`, `bias`) allow, how a (row, tile) pair
 // classifies (skip / full / mixed), and the pass that turns raw dot products into natural-unit
 // logits (scale, softcap, ALiBi, bias; -inf where masked) and returns the row maximum.
+// Semantics: docs/semantics.md, "Which keys a query may attend" and "Bias values that are not ordinary numbers".
 #pragma once
 
 #include "base/arch_namespace.hpp"

@@ -9,6 +9,7 @@
 // -inf - (-inf) = NaN, so such a tile contributes nothing (unless a NaN logit hid from the max:
 // NaN in attended data must reach the row). Whether a row is fully masked comes from the masks
 // (has_key), never from these numbers.
+// Semantics: docs/semantics.md, "Fully masked rows" and "Numbers".
 #pragma once
 
 #include "base/arch_namespace.hpp"

@@ -23,6 +23,7 @@
 // exceeds it by more than kRescaleAbove, so the accumulated output is rarely rescaled; weights
 // e^(s - m) then stay below e^5.5 ~ 245, exact enough in float, and O / l is unchanged. Whether a
 // row is fully masked comes from the masks (has_key), never from scores.
+// Semantics: docs/semantics.md, "Two kernels, one contract".
 #pragma once
 
 #include "base/arch_namespace.hpp"

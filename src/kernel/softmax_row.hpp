@@ -1,5 +1,6 @@
 // The online-softmax state of one query row (the math is in kernel/online_softmax.hpp). Plain
 // data with no SIMD, so workspaces can hold split-K partials of any architecture.
+// Semantics: docs/semantics.md, "Fully masked rows".
 #pragma once
 
 #include <limits>

@@ -1,5 +1,6 @@
 // The validated, normalised form of one attention call. Built once at the public boundary
 // (validate.cpp); the kernel and the reference only read it and never re-check arguments.
+// Semantics: docs/semantics.md, "Bad input".
 #pragma once
 
 #include <algorithm>

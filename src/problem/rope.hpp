@@ -5,6 +5,7 @@
 // Angles: inv_freq[i] = theta^(-2i/dims) once per call, in double; for a position p the angle
 // p · inv_freq[i] is formed in double (p up to 2^32: float's error would grow with p), then cos and
 // sin in double, and each pair is rotated in double and rounded to float once.
+// Semantics: docs/semantics.md, "Rotary position embedding (RoPE)".
 #pragma once
 
 #include <algorithm>

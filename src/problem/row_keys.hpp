@@ -6,6 +6,7 @@
 // so the kernel can skip whole key tiles outside both intervals and needs per-element masking
 // only in tiles an interval edge cuts. Element-wise rules (segments, `allowed`, `bias`) are
 // handled on top of this by tile prescans in the kernel.
+// Semantics: docs/semantics.md, "Which keys a query may attend".
 #pragma once
 
 #include "base/arch_namespace.hpp"
