@@ -12,6 +12,7 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { renderChart } from './js/chart.mjs';
+import { BUILDS, buildFiles } from '../js/builds.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -57,7 +58,7 @@ if (!run('cmake', ['--build', 'build/bench', '-j2', '--target', 'maskattn_bench'
 
 // dist/ is rebuilt when missing or older than the sources it is built from (a stale module next to
 // a newer js/index.js would measure old code, or fail).
-const wasmFiles = ['maskattn-simd.mjs', 'maskattn-simd.wasm', 'maskattn-scalar.mjs', 'maskattn-scalar.wasm'].map((f) => join(root, 'dist', f));
+const wasmFiles = BUILDS.flatMap((b) => buildFiles(b)).map((f) => join(root, 'dist', f));  // every build of js/builds.js
 const newest = (path) => {
   if (!existsSync(path)) return 0;
   const st = statSync(path);

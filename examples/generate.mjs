@@ -5,16 +5,21 @@
 // "text" it writes is noise: the point is the loop, not the words.
 //
 //   node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT]
-//                              [--seed S] [--check] [--scalar] [--samples N [--temperature T]]
+//                              [--seed S] [--rope fused|js] [--check] [--scalar] [--samples N [--temperature T]]
 //
-// Per layer and step: RMSNorm -> Q, K, V projections -> rotary positions (RoPE) on Q and K ->
-// cache.append(K, V) -> cache.attend(Q) (GQA: 8 query heads share 2 KV heads, D = 64; causal,
-// bottom-right) -> output projection -> residual -> RMSNorm -> SwiGLU MLP -> residual. The prompt
-// goes in with one append and one attend (Lq = prompt length); then one token per step, greedy.
+// Per layer and step: RMSNorm -> Q, K, V projections -> cache.append(K, V) -> cache.attend(Q) (GQA:
+// 8 query heads share 2 KV heads, D = 64; causal, bottom-right) -> output projection -> residual ->
+// RMSNorm -> SwiGLU MLP -> residual. Rotary positions (RoPE) are the cache's own
+// (createKVCache({ rope })): it rotates each key by its absolute position as it is appended and
+// each query as it attends, so the model passes Q and K unrotated. --rope js rotates Q and K in
+// JavaScript instead and uses caches without rope (what a model had to do before; the same
+// tokens). The prompt goes in with one append and one attend (Lq = prompt length); then one token
+// per step, greedy.
 //
 // --window W makes every cache a sliding-window ring (memory O(W), not O(sequence)): attention sees
-// the newest W positions. --check runs the same generation again with plain `ma.attention` over
-// the full K/V (kept in JavaScript, float16-rounded for --dtype float16) and compares the tokens.
+// the newest W positions. --check runs the same generation again with Q and K rotated in
+// JavaScript and plain `ma.attention` over the full K/V (kept in JavaScript, float16-rounded for
+// --dtype float16) and compares the tokens.
 //
 // --samples N draws N samples (temperature sampling, one random stream per sample) of the same
 // prompt at once: the prompt goes into sequence 0 of a paged cache (pageSize 16), cache.fork() gives
@@ -157,21 +162,31 @@ export function roundToHalf(x) {
   return Math.sign(x) * (y > 65504 ? Infinity : y);
 }
 
+/** The caches' RoPE: the model's base, every dimension, pairs (i, i + D/2) as rope() above. */
+const CACHE_ROPE = Object.freeze({ theta: MODEL.ropeBase, layout: 'halves' });
+
 /**
  * Attention through maskattn's KV cache: one cache per layer, K/V appended in place, each step's
  * queries attend what the cache holds. Tensors are [B = 1, T, H, D] ('blhd', the layout the
- * projections produce), so nothing is transposed.
+ * projections produce), so nothing is transposed. rope 'fused': the caches rotate Q and K
+ * (rotates = true: the model passes them unrotated); 'js': caches without rope, the model rotates.
  */
 class CacheAttention {
-  constructor(ma, { capacity, dtype, window, pageSize = 0 }) {
+  constructor(ma, { capacity, dtype, window, pageSize = 0, rope = 'fused' }) {
     const { layers, kvHeads, headDim } = MODEL;
-    this.caches = Array.from({ length: layers }, () =>
-      ma.createKVCache({ batch: 1, kvHeads, capacity, headDim, dtype, window, pageSize }));
+    this.rotates = rope === 'fused';
+    this.caches = Array.from({ length: layers }, () => ma.createKVCache({
+      batch: 1, kvHeads, capacity, headDim, dtype, window, pageSize, ...(this.rotates ? { rope: CACHE_ROPE } : {}),
+    }));
   }
 
-  run(layer, q, k, v, T) {
+  run(layer, q, k, v, T, pos0) {
     const { heads, kvHeads, headDim: D } = MODEL;
     const cache = this.caches[layer];
+    if (!this.rotates) {
+      rope(q, T, heads, D, pos0);
+      rope(k, T, kvHeads, D, pos0);
+    }
     cache.append({ data: k, shape: [1, T, kvHeads, D] }, { data: v, shape: [1, T, kvHeads, D] }, { layout: 'blhd' });
     return cache.attend({ data: q, shape: [1, T, heads, D] }, { layout: 'blhd' }).output.data;
   }
@@ -190,9 +205,10 @@ class CacheAttention {
 }
 
 /**
- * The same attention without a cache: K/V of every position kept in JavaScript and passed whole to
- * ma.attention each step (causal, bottom-right; a window becomes window: [W - 1, 0]). For float16,
- * K/V are rounded to halves as the cache would store them.
+ * The same attention without a cache or fused RoPE: Q and K rotated here in JavaScript, K/V of
+ * every position kept in JavaScript and passed whole to ma.attention each step (causal,
+ * bottom-right; a window becomes window: [W - 1, 0]). For float16, K/V are rounded to halves as the
+ * cache would store them (after rotation, as the cache rotates before it stores).
  */
 class FullAttention {
   constructor(ma, { capacity, dtype, window }) {
@@ -215,8 +231,10 @@ class FullAttention {
     }
   }
 
-  run(layer, q, k, v, T) {
+  run(layer, q, k, v, T, pos0) {
     const { heads, kvHeads, headDim: D } = MODEL;
+    rope(q, T, heads, D, pos0);
+    rope(k, T, kvHeads, D, pos0);
     const store = this.kv[layer];
     const row = kvHeads * D;
     this._grow(store, (store.length + T) * row);
@@ -255,10 +273,11 @@ class FullAttention {
 
 /**
  * One forward pass over T new tokens at positions pos0 .. pos0 + T - 1; returns the logits of the
- * last one and the time spent in attention (append + attend, all layers).
+ * last one and the time spent in attention (RoPE + append + attend, all layers; RoPE is the
+ * attention's: fused in the cache, or in JavaScript).
  */
 function forward(weights, attention, tokens, pos0) {
-  const { dModel, heads, kvHeads, headDim: D } = MODEL;
+  const { dModel } = MODEL;
   const T = tokens.length;
   const x = new Float32Array(T * dModel);
   tokens.forEach((tok, t) => x.set(weights.embedding.data.subarray(tok * dModel, (tok + 1) * dModel), t * dModel));
@@ -268,10 +287,8 @@ function forward(weights, attention, tokens, pos0) {
     const q = matmul(h, T, w.wq);  // [T, heads, D]
     const k = matmul(h, T, w.wk);  // [T, kvHeads, D]
     const v = matmul(h, T, w.wv);
-    rope(q, T, heads, D, pos0);
-    rope(k, T, kvHeads, D, pos0);
     const t0 = performance.now();
-    const o = attention.run(l, q, k, v, T);  // [T, heads, D]
+    const o = attention.run(l, q, k, v, T, pos0);  // [T, heads, D]
     attentionMs += performance.now() - t0;
     addInto(x, matmul(o, T, w.wo));
     const h2 = rmsNorm(x, T, dModel);
@@ -308,13 +325,16 @@ export function showToken(t) {
 
 /**
  * Generates `tokens` tokens after `prompt` (greedy). attention: 'cache' (maskattn's KV cache) or
- * 'full' (plain ma.attention over all K/V, for checking). Returns the tokens, the logits of each
- * step, timings and the cache's bytes. onStep(step) is called after each token.
+ * 'full' (Q and K rotated in JavaScript, plain ma.attention over all K/V, for checking). rope (for
+ * the cache): 'fused' (the cache's own) or 'js' (rotated in JavaScript, caches without rope).
+ * Returns the tokens, the logits of each step, timings and the cache's bytes. onStep(step) is
+ * called after each token.
  */
 export async function generate({
   ma = null, prompt = 'The quick brown fox', tokens = 32, dtype = 'float32', window = 0, seed = 1,
-  attention = 'cache', weights = null, onStep = null, temperature = 0, sampleSeed = 0, pageSize = 0,
+  attention = 'cache', weights = null, onStep = null, temperature = 0, sampleSeed = 0, pageSize = 0, rope = 'fused',
 } = {}) {
+  if (rope !== 'fused' && rope !== 'js') throw new RangeError(`rope must be 'fused' or 'js', given ${rope}`);
   const next = rng(sampleSeed + 1);
   ma ??= await init();
   weights ??= buildWeights(seed);
@@ -326,7 +346,7 @@ export async function generate({
   // W + P - 1 slots (the contract's capacity >= W + Lq - 1); later steps (Lq = 1) need only W.
   const capacity = window > 0 ? window + P - 1 : P + tokens;
   const Impl = attention === 'cache' ? CacheAttention : FullAttention;
-  const att = new Impl(ma, { capacity, dtype, window, pageSize });
+  const att = new Impl(ma, { capacity, dtype, window, pageSize, rope });
   try {
     const t0 = performance.now();
     let { logits, attentionMs } = forward(weights, att, promptTokens, 0);
@@ -366,7 +386,7 @@ export async function sample({
   const promptTokens = [...new TextEncoder().encode(prompt)];
   const P = promptTokens.length, N = samples;
   const caches = Array.from({ length: layers }, () =>
-    ma.createKVCache({ batch: N, kvHeads, capacity: P + tokens, headDim: D, dtype, pageSize }));
+    ma.createKVCache({ batch: N, kvHeads, capacity: P + tokens, headDim: D, dtype, pageSize, rope: CACHE_ROPE }));
   try {
     // The prompt into sequence 0 only (the others take 0 positions), then forked to the others.
     const prefill = (l, q, k, v, T) => {
@@ -387,7 +407,7 @@ export async function sample({
       const next = all.map((lg, i) => pick(lg, temperature, streams[i]));
       next.forEach((t, i) => out[i].push(t));
       const s0 = performance.now();
-      all = forwardBatch(weights, caches, next, P + n);
+      all = forwardBatch(weights, caches, next);
       steps.push({ step: n + 1, tokens: next, totalMs: performance.now() - s0 });
       onStep?.(steps.at(-1));
     }
@@ -404,8 +424,11 @@ export async function sample({
   }
 }
 
-/** One step of N sequences (one new token each, all at position pos) through the batch caches. */
-function forwardBatch(weights, caches, tokens, pos) {
+/**
+ * One step of N sequences (one new token each, all at the same position) through the batch caches,
+ * which rotate Q and K by each sequence's own position (their rope).
+ */
+function forwardBatch(weights, caches, tokens) {
   const { dModel, heads, kvHeads, headDim: D } = MODEL;
   const N = tokens.length;
   const x = new Float32Array(N * dModel);
@@ -415,10 +438,6 @@ function forwardBatch(weights, caches, tokens, pos) {
     const q = matmul(h, N, w.wq);
     const k = matmul(h, N, w.wk);
     const v = matmul(h, N, w.wv);
-    for (let b = 0; b < N; b++) {  // every sequence's token is at the same position
-      rope(q.subarray(b * heads * D, (b + 1) * heads * D), 1, heads, D, pos);
-      rope(k.subarray(b * kvHeads * D, (b + 1) * kvHeads * D), 1, kvHeads, D, pos);
-    }
     caches[l].append({ data: k, shape: [N, 1, kvHeads, D] }, { data: v, shape: [N, 1, kvHeads, D] }, { layout: 'blhd' });
     const o = caches[l].attend({ data: q, shape: [N, 1, heads, D] }, { layout: 'blhd' }).output.data;
     addInto(x, matmul(o, N, w.wo));
@@ -434,7 +453,7 @@ function forwardBatch(weights, caches, tokens, pos) {
 // ------------------------------------------------------------------------------------------ command line
 
 function parseArgs(argv) {
-  const a = { tokens: 32, dtype: 'float32', window: 0, prompt: 'The quick brown fox', seed: 1, check: false, scalar: false, samples: 0, temperature: 1 };
+  const a = { tokens: 32, dtype: 'float32', window: 0, prompt: 'The quick brown fox', seed: 1, check: false, scalar: false, samples: 0, temperature: 1, rope: 'fused' };
   const int = (name, s, min) => {
     const n = Number(s);
     if (!Number.isInteger(n) || n < min) throw new RangeError(`${name} must be an integer >= ${min}, given ${s}`);
@@ -447,6 +466,7 @@ function parseArgs(argv) {
     else if (arg === '--window') a.window = int('--window', argv[++i], 0);
     else if (arg === '--prompt') a.prompt = argv[++i] ?? '';
     else if (arg === '--seed') a.seed = int('--seed', argv[++i], 0);
+    else if (arg === '--rope') a.rope = argv[++i];
     else if (arg === '--check') a.check = true;
     else if (arg === '--scalar') a.scalar = true;
     else if (arg === '--samples') a.samples = int('--samples', argv[++i], 1);
@@ -455,11 +475,12 @@ function parseArgs(argv) {
       if (!(a.temperature >= 0)) throw new RangeError(`--temperature must be a number >= 0, given ${argv[i]}`);
     }
     else if (arg === '--help' || arg === '-h') {
-      console.log('node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT] [--seed S] [--check] [--scalar] [--samples N [--temperature T]]');
+      console.log('node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT] [--seed S] [--rope fused|js] [--check] [--scalar] [--samples N [--temperature T]]');
       process.exit(0);
     } else throw new RangeError(`unknown argument ${arg} (try --help)`);
   }
   if (!['float32', 'float16', 'q8', 'q4'].includes(a.dtype)) throw new RangeError(`--dtype must be float32, float16, q8 or q4, given ${a.dtype}`);
+  if (a.rope !== 'fused' && a.rope !== 'js') throw new RangeError(`--rope must be fused or js, given ${a.rope}`);
   return a;
 }
 
@@ -479,9 +500,12 @@ async function main() {
     `${heads} query heads / ${kvHeads} KV heads, D ${headDim}, MLP ${ffn}, vocab ${vocab} (bytes), seed ${args.seed}`);
   console.log(`KV cache: ${args.dtype}, ${args.window > 0 ? `sliding window ${args.window} (ring)` : 'no window'}; ` +
     `prompt ${JSON.stringify(args.prompt)}`);
+  console.log(args.rope === 'fused'
+    ? `RoPE (theta ${MODEL.ropeBase}): the cache's own, keys rotated by position at append, queries at attend`
+    : `RoPE (theta ${MODEL.ropeBase}): Q and K rotated in JavaScript, caches without rope`);
   console.log(`${'step'.padStart(5)} ${'token'.padStart(6)} ${'text'.padEnd(6)} ${'total ms'.padStart(9)} ${'attn ms'.padStart(9)}  cache lengths (per layer)`);
   const run = await generate({
-    ma, weights, prompt: args.prompt, tokens: args.tokens, dtype: args.dtype, window: args.window,
+    ma, weights, prompt: args.prompt, tokens: args.tokens, dtype: args.dtype, window: args.window, rope: args.rope,
     onStep: (s) => {
       console.log(`${String(s.step).padStart(5)} ${String(s.token).padStart(6)} ${showToken(s.token).padEnd(6)} ${ms(s.totalMs)} ${ms(s.attentionMs)}  ${s.lengths.join(', ')}`);
     },
@@ -501,11 +525,11 @@ async function main() {
     run.logits.forEach((l, s) => l.forEach((x, n) => { maxDiff = Math.max(maxDiff, Math.abs(x - ref.logits[s][n])); }));
     const first = run.tokens.findIndex((t, n) => t !== ref.tokens[n]);
     if (first >= 0) {
-      console.log(`check: FAILED: with plain ma.attention over the full K/V, token ${first + 1} is ${ref.tokens[first]}, ` +
+      console.log(`check: FAILED: with Q and K rotated in JavaScript and plain ma.attention over the full K/V, token ${first + 1} is ${ref.tokens[first]}, ` +
         `the cache gave ${run.tokens[first]} (max |logit diff| ${maxDiff.toExponential(2)})`);
       process.exitCode = 1;
     } else {
-      console.log(`check: identical tokens with plain ma.attention over the full K/V (${run.tokens.length} of ${run.tokens.length}); ` +
+      console.log(`check: identical tokens with Q and K rotated in JavaScript and plain ma.attention over the full K/V (${run.tokens.length} of ${run.tokens.length}); ` +
         `max |logit diff| ${maxDiff.toExponential(2)}`);
     }
   }

@@ -4,6 +4,7 @@
 // thread count. The package's version is here too.
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
 import { MaskAttn } from './attention.js';
+import { BUILDS, findBuild } from './builds.js';
 
 /** The package's version (package.json). */
 export const version = '0.1.0';
@@ -72,23 +73,6 @@ async function engineCores() {
 const AUTO_THREADS_MAX = 16;
 const THREADS_MAX = 256;
 
-// The builds (scripts/build-wasm.sh). Each URL is written out as `new URL('literal', import.meta.url)`
-// so that bundlers (Vite, webpack) find and emit every file. Threaded builds add a worker script
-// (?no-inline: Vite would otherwise inline a file this small as a data: URL; see workerScript).
-const BUILDS = {
-  'maskattn-scalar': () => ({ glue: new URL('../dist/maskattn-scalar.mjs', import.meta.url), wasm: new URL('../dist/maskattn-scalar.wasm', import.meta.url) }),
-  'maskattn-simd': () => ({ glue: new URL('../dist/maskattn-simd.mjs', import.meta.url), wasm: new URL('../dist/maskattn-simd.wasm', import.meta.url) }),
-  'maskattn-simd-relaxed': () => ({ glue: new URL('../dist/maskattn-simd-relaxed.mjs', import.meta.url), wasm: new URL('../dist/maskattn-simd-relaxed.wasm', import.meta.url) }),
-  'maskattn-simd-threads': () => ({
-    glue: new URL('../dist/maskattn-simd-threads.mjs', import.meta.url), wasm: new URL('../dist/maskattn-simd-threads.wasm', import.meta.url),
-    worker: new URL('../dist/maskattn-simd-threads.worker.js?no-inline', import.meta.url),
-  }),
-  'maskattn-simd-relaxed-threads': () => ({
-    glue: new URL('../dist/maskattn-simd-relaxed-threads.mjs', import.meta.url), wasm: new URL('../dist/maskattn-simd-relaxed-threads.wasm', import.meta.url),
-    worker: new URL('../dist/maskattn-simd-relaxed-threads.worker.js?no-inline', import.meta.url),
-  }),
-};
-
 const instances = new Map();
 
 // 'auto', true or false.
@@ -131,13 +115,13 @@ export function init(options = {}) {
   if (relaxedOption === true && !relaxedSimdSupported())
     return Promise.reject(new MaskAttnRangeError('relaxed', 'this engine does not support WebAssembly relaxed SIMD (use relaxed: false or \'auto\'; Node 20 needs --experimental-wasm-relaxed-simd)'));
   const relaxed = simd && (relaxedOption === 'auto' ? relaxedSimdSupported() : relaxedOption);
-  // Threads: only SIMD builds have a threaded flavour (an engine with threads has SIMD128).
-  const threaded = simd && threadsOption !== 1 && threadsSupported();
-  const build = simd ? `maskattn-simd${relaxed ? '-relaxed' : ''}${threaded ? '-threads' : ''}` : 'maskattn-scalar';
+  // The build is the table's row (builds.js) with these features. Threads: where the table has a
+  // threaded flavour (only SIMD builds: an engine with threads has SIMD128).
+  const threaded = threadsOption !== 1 && findBuild({ simd, relaxed, threads: true }) !== undefined && threadsSupported();
   return (async () => {
     const threads = threaded ? (threadsOption === 'auto' ? Math.min(await engineCores(), AUTO_THREADS_MAX) : threadsOption) : 1;
     // 'auto' on a one-core engine: the single-threaded build (the same code without workers).
-    const name = threads > 1 ? build : build.replace(/-threads$/, '');
+    const { name } = findBuild({ simd, relaxed, threads: threads > 1 });
     const key = `${name}:${threads}`;
     if (!instances.has(key)) {
       const loading = load(name, threads, options).catch((error) => {
@@ -162,7 +146,7 @@ export function init(options = {}) {
 // globalThis.Worker while it creates its workers, synchronously: it is put back at once. Its workers
 // are unref()'d so that they never keep a Node process alive (they sleep between calls).
 async function load(name, threads, options) {
-  const urls = BUILDS[name]();
+  const urls = BUILDS.find((b) => b.name === name).urls();
   const moduleOptions = {};
   if (threads > 1) moduleOptions.maskattnWorkers = threads - 1;  // the calling thread is the first
   const located = (file, fallback) => (options.locateFile ? options.locateFile(file, name) : fallback);

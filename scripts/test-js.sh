@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# JavaScript-side tests: builds the two wasm modules into dist/, then runs every
+# JavaScript-side tests: builds the wasm modules (js/builds.js) into dist/, then runs every
 # tests/js/*.test.mjs and tests/browser/*.test.mjs with Node's test runner (one file at a time:
 # the machine has 2 cores and the browser tests start Chromium).
 set -euo pipefail

@@ -108,19 +108,18 @@ run build build/aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$PWD/
 step "aarch64 tests under qemu-aarch64: the same suite on neon64 and scalar, the installed package"
 run ctest --test-dir build/aarch64 --output-on-failure -j2
 
-# The same build directories as scripts/build-wasm.sh (which then only relinks the npm modules).
+# The same build directories as scripts/build-wasm.sh (which then only relinks the npm modules): the
+# builds of js/builds.js whose ctest column is set (bench: with the micro-kernel check).
 # simd-relaxed: emcc on clang-19 (f32x4.relaxed_madd); simd-threads: pthreads, the pool on workers.
-for mode in simd scalar simd-relaxed simd-threads; do
-  simd=$([ $mode = scalar ] && echo OFF || echo ON)
-  relaxed=$([[ $mode == *relaxed* ]] && echo ON || echo OFF)
-  threads=$([[ $mode == *threads* ]] && echo ON || echo OFF)
-  bench=$([[ $mode == simd || $mode == simd-relaxed ]] && echo ON || echo OFF)  # the micro-kernel check
+while IFS=$'\t' read -r _ mode cmake_flags ctest _ _ <&3; do
+  [ "$ctest" = no ] && continue
+  read -ra flags <<<"$cmake_flags"
+  bench=$([ "$ctest" = bench ] && echo ON || echo OFF)
   step "WebAssembly build ($mode) with Emscripten"
-  run build build/wasm-$mode -DCMAKE_BUILD_TYPE=Release -DMASKATTN_WASM_SIMD=$simd -DMASKATTN_WASM_RELAXED=$relaxed \
-    -DMASKATTN_WASM_THREADS=$threads -DMASKATTN_BUILD_TESTS=ON -DMASKATTN_BUILD_EXAMPLES=ON -DMASKATTN_BUILD_BENCH=$bench
+  run build build/wasm-$mode -DCMAKE_BUILD_TYPE=Release "${flags[@]}" -DMASKATTN_BUILD_TESTS=ON -DMASKATTN_BUILD_EXAMPLES=ON -DMASKATTN_BUILD_BENCH=$bench
   step "WebAssembly tests ($mode) under Node"
   run ctest --test-dir build/wasm-$mode --output-on-failure
-done
+done 3< <(node scripts/builds.mjs)
 
 # The Emscripten CMake package: the trees above installed into one prefix, examples/embedding built
 # against it with emcmake per flavour (simd128, relaxed, simd128-threads), run under Node, checked

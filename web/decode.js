@@ -2,7 +2,9 @@
 // new token's K and V (cache.append, with per-sequence counts for a ragged batch) and attends the
 // newest query of every sequence over what the cache holds (cache.attend with returnWeights). Shows
 // the weights over the cached positions, the cache's slots (a ring with a sliding window) and how
-// full it is. Q, K and V come from the page's seeded token embeddings (embedding.js).
+// full it is. Q, K and V come from the page's seeded token embeddings (embedding.js). With RoPE on,
+// the cache rotates each key by its position as it is appended and each query as it attends
+// (createKVCache({ rope })); a plain float32 cache fed Q and K rotated here in JavaScript checks it.
 
 import { buildProblem, tokenize } from './embedding.js';
 import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
@@ -14,6 +16,7 @@ const PROMPT = [4, 2];        // prompt tokens of each sequence
 const HQ = 2, HKV = 1, D = 8; // two query heads share one KV head (GQA / MQA)
 const SEED = 42;
 const PLAY_MS = 650;
+const THETA = 10000;          // RoPE's usual base (Llama 2)
 
 const EMPTY = '#eef1f4';      // a slot or position the cache does not hold
 const GONE = '#dfe3e8';       // a position overwritten in the ring
@@ -21,7 +24,7 @@ const GONE = '#dfe3e8';       // a position overwritten in the ring
 /**
  * els: { root, form, dtype, window, windowSize, capacity, ragged, next, play, reset, status, memory, error, fills,
  *        weightsCanvas, weightsTooltip, weightsReadout, slotsCanvas, slotsTooltip, slotsReadout,
- *        call, json }
+ *        call, json, rope, ropeTheta, ropeLayout, ropeCheck }
  * getMa() -> the MaskAttn instance in use; expose(state) publishes the state for tests.
  */
 export function setupDecode(els, { getMa, expose }) {
@@ -56,11 +59,19 @@ export function setupDecode(els, { getMa, expose }) {
     if (windowOn && String(capacity) !== typedC.trim()) notes.push(`capacity ${typedC === '' ? '(empty)' : typedC} is not a whole number in ${W}…16: using ${capacity}`);
     els.windowSize.value = String(W);
     els.capacity.value = String(capacity);
+    const ropeOn = els.rope.checked;
+    els.ropeTheta.disabled = !ropeOn;
+    els.ropeLayout.disabled = !ropeOn;
+    const typedTheta = els.ropeTheta.value;
+    const theta = Number(typedTheta) > 0 && Number.isFinite(Number(typedTheta)) ? Number(typedTheta) : THETA;
+    if (ropeOn && String(theta) !== typedTheta.trim()) notes.push(`θ ${typedTheta === '' ? '(empty)' : typedTheta} is not a number > 0: using ${theta}`);
+    els.ropeTheta.value = String(theta);
     if (els.notice) {
       els.notice.hidden = notes.length === 0;
       els.notice.textContent = notes.length ? `Adjusted: ${notes.join('; ')}.` : '';
     }
-    return { dtype: els.dtype.value, window: windowOn ? W : 0, capacity, B: els.ragged.checked ? 2 : 1 };
+    const rope = ropeOn ? { theta, layout: els.ropeLayout.value } : null;
+    return { dtype: els.dtype.value, window: windowOn ? W : 0, capacity, B: els.ragged.checked ? 2 : 1, rope };
   }
 
   function stop() {
@@ -79,6 +90,37 @@ export function setupDecode(els, { getMa, expose }) {
         out.set(P[which].subarray(src, src + D), ((b * HKV + 0) * T + t) * D);
       }
     return { data: out, shape: [s.B, HKV, T, D] };
+  }
+
+  /**
+   * RoPE done here, for the check: rotates row [D] of `data` at offset `o`, at position `pos`, in
+   * place (docs/semantics.md: pair i turns by pos * theta^(-2i/D); halves pairs (i, i + D/2),
+   * interleaved (2i, 2i + 1)).
+   */
+  function rotate(data, o, pos, { theta, layout }) {
+    const half = D / 2;
+    for (let i = 0; i < half; i++) {
+      const a = pos * theta ** (-2 * i / D), c = Math.cos(a), sn = Math.sin(a);
+      const [xi, yi] = layout === 'interleaved' ? [o + 2 * i, o + 2 * i + 1] : [o + i, o + i + half];
+      const x = data[xi], y = data[yi];
+      data[xi] = x * c - y * sn;
+      data[yi] = x * sn + y * c;
+    }
+  }
+
+  /** K rows as kvRows gives them, each rotated at its absolute position (what the rope cache stores). */
+  function rotatedKeys(rows, start, counts, T) {
+    const data = rows.data.slice();
+    for (let b = 0; b < s.B; b++)
+      for (let t = 0; t < counts[b]; t++) rotate(data, ((b * HKV + 0) * T + t) * D, start[b] + t, s.rope);
+    return { data, shape: rows.shape };
+  }
+
+  /** Appends the same rows to every cache of the session (the check cache gets its keys rotated here). */
+  function appendAll(start, counts, T) {
+    const k = kvRows(s.P, 'k', start, counts, T), v = kvRows(s.P, 'v', start, counts, T);
+    for (const c of [s.cache, s.reference]) c?.append(k, v, { counts });
+    s.jsRope?.append(rotatedKeys(k, start, counts, T), v, { counts });
   }
 
   /** The newest query of each sequence, [B, Hq, 1, D] (zeros for finished sequences: not attended). */
@@ -104,15 +146,23 @@ export function setupDecode(els, { getMa, expose }) {
     s.weights = result.weights;
     s.options = options;
     s.active = active;
-    // A float16/q8/q4 cache beside a float32 one fed the same rows: how far rounding moves the output.
-    if (s.reference) {
-      const want = s.reference.attend(q, { queryLengths: options.queryLengths }).output.data;
-      const got = result.output.data;
+    const maxDiff = (a, b) => {
       let err = 0;
-      for (let n = 0; n < want.length; n++) err = Math.max(err, Math.abs(got[n] - want[n]));
-      s.error = err;
+      for (let n = 0; n < a.length; n++) err = Math.max(err, Math.abs(a[n] - b[n]));
+      return err;
+    };
+    // A float16/q8/q4 cache beside a float32 one fed the same rows: how far rounding moves the output.
+    const float32 = s.reference ? s.reference.attend(q, options) : result;
+    s.error = s.reference ? maxDiff(result.output.data, float32.output.data) : 0;
+    // RoPE: the float32 rope cache against rotating Q and K in JavaScript, then a plain cache.
+    if (s.jsRope) {
+      const qr = q.data.slice();
+      for (let b = 0; b < s.B; b++)
+        for (let h = 0; h < HQ; h++) rotate(qr, (b * HQ + h) * D, s.lengths[b] - 1, s.rope);
+      const want = s.jsRope.attend({ data: qr, shape: q.shape }, options);
+      s.ropeError = { output: maxDiff(float32.output.data, want.output.data), weights: maxDiff(float32.weights.data, want.weights.data) };
     } else {
-      s.error = 0;
+      s.ropeError = null;
     }
   }
 
@@ -123,6 +173,7 @@ export function setupDecode(els, { getMa, expose }) {
     if (!ma) return;
     s?.cache?.dispose();
     s?.reference?.dispose();
+    s?.jsRope?.dispose();
     const cfg = settings();
     const sentences = texts.slice(0, cfg.B);
     const P = buildProblem(sentences, { seed: SEED, heads: HQ, headDim: D, mode: 'embedding' });
@@ -131,11 +182,13 @@ export function setupDecode(els, { getMa, expose }) {
     for (const x of P.v) if (Number.isFinite(x)) s.maxV = Math.max(s.maxV, Math.abs(x));
     try {
       const config = { batch: cfg.B, kvHeads: HKV, capacity: cfg.capacity, headDim: D, window: cfg.window };
-      s.cache = ma.createKVCache({ ...config, dtype: cfg.dtype });
-      s.reference = cfg.dtype === 'float32' ? null : ma.createKVCache({ ...config, dtype: 'float32' });
+      const rope = cfg.rope ? { rope: cfg.rope } : {};
+      s.cache = ma.createKVCache({ ...config, ...rope, dtype: cfg.dtype });
+      s.reference = cfg.dtype === 'float32' ? null : ma.createKVCache({ ...config, ...rope, dtype: 'float32' });
+      s.jsRope = cfg.rope ? ma.createKVCache({ ...config, dtype: 'float32' }) : null;
       const counts = PROMPT.slice(0, cfg.B);
       const T = Math.max(...counts);
-      for (const c of [s.cache, s.reference]) c?.append(kvRows(P, 'k', s.lengths, counts, T), kvRows(P, 'v', s.lengths, counts, T), { counts });
+      appendAll(s.lengths, counts, T);
       s.appended = counts.map((c, b) => ({ from: 0, count: c, tokens: sentences[b].slice(0, c) }));
       s.lengths = Array.from(s.cache.lengths);
       s.lastAppend = { T, counts };
@@ -155,7 +208,7 @@ export function setupDecode(els, { getMa, expose }) {
     const counts = s.sentences.map((t, b) => (s.lengths[b] < t.length ? 1 : 0));
     try {
       const start = s.lengths.slice();
-      for (const c of [s.cache, s.reference]) c?.append(kvRows(s.P, 'k', start, counts, 1), kvRows(s.P, 'v', start, counts, 1), { counts });
+      appendAll(start, counts, 1);
       s.appended = counts.map((c, b) => ({ from: start[b], count: c, tokens: s.sentences[b].slice(start[b], start[b] + c) }));
       s.lengths = Array.from(s.cache.lengths);
       s.lastAppend = { T: 1, counts };
@@ -308,7 +361,16 @@ export function setupDecode(els, { getMa, expose }) {
     const added = s.appended.map((a, b) => (a.count ? `sequence ${b + 1} ${a.count > 1 ? `${a.count} prompt tokens` : quoted(a.tokens[0])}` : `sequence ${b + 1} nothing (finished)`));
     els.status.textContent = `${s.step === 0 ? 'Prompt' : `Step ${s.step}`}: appended ${added.join(', ')}. ` +
       `cache.lengths = [${s.lengths.join(', ')}], capacity ${s.capacity}${s.window ? `, window ${s.window} (ring)` : ''}, ` +
-      `${s.dtype}, byteLength ${s.cache.byteLength}. Computed by ${ma.backend.arch}.` + (done() ? ' End of the text: Reset starts again.' : '');
+      `${s.dtype}${s.rope ? `, RoPE θ ${s.rope.theta} (${s.rope.layout})` : ''}, byteLength ${s.cache.byteLength}. Computed by ${ma.backend.arch}.` +
+      (done() ? ' End of the text: Reset starts again.' : '');
+    const within = (err) => (err === 0 ? 'identical' : `within ${err.toExponential(2)}`);
+    els.ropeCheck.hidden = !s.rope;
+    els.ropeCheck.textContent = s.rope
+      ? `RoPE: the cache rotated each key by its position when it was appended and rotates each query at its own position ` +
+        `(${s.lengths.map((n) => n - 1).join(', ')}) now, so the weights depend on how far apart positions are. ` +
+        `Against rotating Q and K here in JavaScript and attending with a plain cache: weights ${within(s.ropeError.weights)}, output ${within(s.ropeError.output)}` +
+        `${s.dtype === 'float32' ? '' : ' (both float32: the rounding of the stored K and V is the line above)'}.`
+      : '';
     const f32Bytes = (s.reference ?? s.cache).byteLength;  // the float32 cache beside it, or itself
     const maxV = s.maxV;
     const quantized = s.dtype === 'q8' || s.dtype === 'q4';
@@ -324,13 +386,14 @@ export function setupDecode(els, { getMa, expose }) {
     // This step as a program that runs when copied: every append so far, then this step's attend.
     const taken = s.history.reduce((t, counts) => t.map((n, b) => n + counts[b]), new Array(s.B).fill(0));
     const rowsOf = (which) => Array.from({ length: s.B }, (_, b) => s.P[which].subarray(((b * s.P.H + 0) * s.P.Lk) * D, ((b * s.P.H + 0) * s.P.Lk + taken[b]) * D));
-    const cfg = `{ batch: ${s.B}, kvHeads: ${HKV}, capacity: ${s.capacity}, headDim: ${D}, dtype: '${s.dtype}'${s.window ? `, window: ${s.window}` : ''} }`;
+    const ropeCfg = s.rope ? `, rope: { theta: ${s.rope.theta}, layout: '${s.rope.layout}' }` : '';
+    const cfg = `{ batch: ${s.B}, kvHeads: ${HKV}, capacity: ${s.capacity}, headDim: ${D}, dtype: '${s.dtype}'${s.window ? `, window: ${s.window}` : ''}${ropeCfg} }`;
     const opts = s.options.queryLengths ? `{ returnWeights: true, queryLengths: [${s.options.queryLengths.join(', ')}] }` : '{ returnWeights: true }';
     els.call.textContent = `// maskattn: the KV cache panel at step ${s.step}, as code (${s.sentences.map((t) => JSON.stringify(t.join(' '))).join(', ')}).
 import { init } from 'maskattn';
 
 const [B, Hq, Hkv, D] = [${s.B}, ${HQ}, ${HKV}, ${D}];   // ${HQ} query heads share ${HKV} KV head
-// K and V of every position each sequence has taken so far (the page's token embeddings), row by row.
+// K and V of every position each sequence has taken so far (the page's token embeddings), row by row${s.rope ? ',\n// unrotated: the cache rotates K as it appends and q as it attends (rope)' : ''}.
 const K = [
 ${rowsOf('k').map((r) => `  ${floatArray(r, '    ', 96)},`).join('\n')}
 ];
@@ -365,7 +428,7 @@ cache.dispose();
 `;
 
     const state = {
-      step: s.step, B: s.B, Hq: HQ, Hkv: HKV, D, dtype: s.dtype, window: s.window, capacity: s.capacity,
+      step: s.step, B: s.B, Hq: HQ, Hkv: HKV, D, dtype: s.dtype, window: s.window, capacity: s.capacity, rope: s.rope, ropeError: s.ropeError,
       lengths: s.lengths.slice(), held: Array.from({ length: B }, (_, b) => held(b).count), active: s.active.slice(),
       byteLength: s.cache.byteLength, float32ByteLength: f32Bytes, error: s.error, maxV, done: done(), weightsShape: s.weights.shape.slice(),
       rows: B * HQ, cols: Lk,
@@ -413,7 +476,7 @@ cache.dispose();
     for (let n = 0; n < steps; n++) if (!next()) break;
   }
   els.ragged.addEventListener('change', reset);
-  for (const input of [els.dtype, els.windowSize, els.capacity]) input.addEventListener('change', replay);
+  for (const input of [els.dtype, els.windowSize, els.capacity, els.rope, els.ropeTheta, els.ropeLayout]) input.addEventListener('change', replay);
   // A typed number applies as soon as it is a whole number in range (not only when the box loses focus).
   let typed = 0;
   for (const input of [els.windowSize, els.capacity]) input.addEventListener('input', () => {

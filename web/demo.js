@@ -468,6 +468,7 @@ async function main() {
     weightsCanvas: $('decode-weights-canvas'), weightsTooltip: $('decode-weights-tooltip'), weightsReadout: $('decode-weights-readout'),
     slotsCanvas: $('decode-slots-canvas'), slotsTooltip: $('decode-slots-tooltip'), slotsReadout: $('decode-slots-readout'),
     call: $('decode-call'), json: $('decode-json'), notice: $('decode-notice'),
+    rope: $('decode-rope'), ropeTheta: $('decode-rope-theta'), ropeLayout: $('decode-rope-layout'), ropeCheck: $('decode-rope-check'),
   }, {
     getMa: () => ma,
     expose: (state) => {

@@ -15,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'vite';
 import { launchChromium, watchProblems } from './chromium.mjs';
 import { referenceAttention, mismatch } from '../js/reference.mjs';
+import { BUILDS } from '../../js/builds.js';
 
 const appDir = fileURLToPath(new URL('./bundler-app/', import.meta.url));
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
@@ -74,11 +75,11 @@ test('Vite bundles the package: every build emitted as assets (threaded builds: 
   const assets = readdirSync(path.join(outDir, 'assets'));
   console.log(`vite output: ${assets.join(', ')}`);
   if (buildWarnings.length) console.log(`vite warnings:\n  ${buildWarnings.join('\n  ')}`);
-  for (const build of ['simd', 'scalar', 'simd-relaxed', 'simd-threads', 'simd-relaxed-threads']) {
+  for (const { name, threads } of BUILDS) {  // every build of the table (js/builds.js)
     for (const ext of ['wasm', 'mjs'])
-      assert.ok(assets.some((a) => new RegExp(`^maskattn-${build}-[^.]+\\.${ext}$`).test(a)), `maskattn-${build} .${ext} emitted`);
-    if (build.endsWith('threads'))
-      assert.ok(assets.some((a) => new RegExp(`^maskattn-${build}\\.worker-[^.]+\\.js$`).test(a)), `maskattn-${build}.worker.js emitted (not inlined)`);
+      assert.ok(assets.some((a) => new RegExp(`^${name}-[^.]+\\.${ext}$`).test(a)), `${name} .${ext} emitted`);
+    if (threads)
+      assert.ok(assets.some((a) => new RegExp(`^${name}\\.worker-[^.]+\\.js$`).test(a)), `${name}.worker.js emitted (not inlined)`);
   }
   // The Node-only CommonJS glue is reached through a computed path: bundlers for the web leave it out.
   assert.ok(!assets.some((a) => a.includes('.node')), 'no Node glue in a web bundle');

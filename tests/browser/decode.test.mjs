@@ -182,6 +182,57 @@ test('decode panel: a sliding window makes the cache a ring; float16 halves its 
   assert.deepEqual(problems.slice(before), []);
 });
 
+test('decode panel: RoPE in the cache matches rotating Q and K in JavaScript (both layouts, a ring, float16)', async () => {
+  const before = problems.length;
+  const page = await openDemo();
+  await page.locator('#decode').scrollIntoViewIfNeeded();
+  for (let n = 0; n < 3; n++) await act(page, () => page.click('#decode-next'));
+  const plain = await state(page);
+  assert.equal(plain.rope, null);
+  assert.equal(await page.isDisabled('#decode-rope-theta'), true);
+  assert.equal(await page.isHidden('#decode-rope-check'), true);
+
+  // RoPE on: the steps taken are replayed into a cache with rope; the weights now depend on position.
+  let s = await act(page, () => page.check('#decode-rope'));
+  assert.deepEqual(s.rope, { theta: 10000, layout: 'halves' });
+  assert.equal(s.step, 3);
+  assert.deepEqual(s.lengths, plain.lengths);
+  assert.ok(s.ropeError.weights < 1e-5 && s.ropeError.output < 1e-5, JSON.stringify(s.ropeError));
+  assert.notDeepEqual(s.weights[0], plain.weights[0], 'rotated keys and query change the weights');
+  assert.ok(Math.abs(s.weights[0].reduce((a, b) => a + b, 0) - 1) < 1e-5);
+  assert.match(await page.locator('#decode-rope-check').textContent(), /^RoPE: the cache rotated each key by its position .* weights (identical|within \S+), output (identical|within \S+)\.$/);
+  assert.match(await page.locator('#decode-status').textContent(), /float32, RoPE θ 10000 \(halves\)/);
+  assert.match(await page.locator('#decode-call').textContent(), /rope: \{ theta: 10000, layout: 'halves' \}/);
+
+  // GPT-J pairs, another base, a ring (keys keep their absolute positions) and float16.
+  s = await act(page, () => page.selectOption('#decode-rope-layout', 'interleaved'));
+  assert.equal(s.rope.layout, 'interleaved');
+  assert.ok(s.ropeError.weights < 1e-5, JSON.stringify(s.ropeError));
+  await page.fill('#decode-rope-theta', '500000');
+  s = await act(page, () => page.dispatchEvent('#decode-rope-theta', 'change'));
+  assert.equal(s.rope.theta, 500000);
+  s = await act(page, () => page.check('#decode-window'));
+  for (let n = 0; n < 3; n++) s = await act(page, () => page.click('#decode-next'));
+  assert.deepEqual(s.lengths, [10, 5]);
+  assert.ok(s.held[0] < s.lengths[0], 'the ring wrapped');
+  assert.ok(s.ropeError.weights < 1e-5, JSON.stringify(s.ropeError));
+  s = await act(page, () => page.selectOption('#decode-dtype', 'float16'));
+  assert.ok(s.ropeError.weights < 1e-5, 'the check compares float32 caches');
+  assert.match(await page.locator('#decode-rope-check').textContent(), /both float32/);
+  await page.locator('#decode').screenshot({ path: path.join(RESULTS, 'demo-decode-rope.png') });
+
+  // A base that is not a number > 0 falls back to 10000 and says so.
+  await page.fill('#decode-rope-theta', '-3');
+  s = await act(page, () => page.dispatchEvent('#decode-rope-theta', 'change'));
+  assert.equal(s.rope.theta, 10000);
+  assert.match(await page.locator('#decode-notice').textContent(), /θ -3 is not a number > 0: using 10000/);
+  s = await act(page, () => page.uncheck('#decode-rope'));
+  assert.equal(s.rope, null);
+  assert.equal(await decodeError(page), null);
+  await page.close();
+  assert.deepEqual(problems.slice(before), []);
+});
+
 test('branching panel: forks share pages, a draft tree is verified and its accepted path kept', async () => {
   const before = problems.length;
   const page = await openDemo();

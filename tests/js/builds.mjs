@@ -3,23 +3,23 @@
 // setting the flag before any module is compiled works), so the relaxed builds run here exactly as
 // in Chromium, where they need no flag. Test files import it before they call init().
 import v8 from 'node:v8';
+import { BUILDS as TABLE } from '../../js/builds.js';
 
 v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
 
-// init() options that pin each build (threads: 2 even on a 1-core machine: the pool still runs).
-export const BUILDS = [
-  { name: 'SIMD128', build: 'maskattn-simd', options: { simd: true, relaxed: false, threads: 1 } },
-  { name: 'scalar', build: 'maskattn-scalar', options: { simd: false } },
-  { name: 'SIMD128 relaxed', build: 'maskattn-simd-relaxed', options: { simd: true, relaxed: true, threads: 1 } },
-  { name: 'SIMD128 threads', build: 'maskattn-simd-threads', options: { simd: true, relaxed: false, threads: 2 } },
-  { name: 'SIMD128 relaxed threads', build: 'maskattn-simd-relaxed-threads', options: { simd: true, relaxed: true, threads: 2 } },
-];
+// Every build of the table (js/builds.js), with init() options that pin it (threads: 2 even on a
+// 1-core machine: the pool still runs). name: for test titles.
+export const BUILDS = TABLE.map((b) => ({
+  name: [b.simd ? 'SIMD128' : 'scalar', b.relaxed && 'relaxed', b.threads && 'threads'].filter(Boolean).join(' '),
+  build: b.name,
+  options: b.simd ? { simd: true, relaxed: b.relaxed, threads: b.threads ? 2 : 1 } : { simd: false },
+}));
 
 /** The backend fields a build reports. */
 export function expectedBackend({ build, options }, version) {
-  const simd = options.simd !== false;
+  const row = TABLE.find((b) => b.name === build);
   return {
-    simd, relaxed: build.includes('relaxed'), arch: simd ? 'simd128' : 'scalar', lanes: simd ? 4 : 1,
-    threads: build.endsWith('threads') ? options.threads : 1, build, version,
+    simd: row.simd, relaxed: row.relaxed, arch: row.simd ? 'simd128' : 'scalar', lanes: row.simd ? 4 : 1,
+    threads: row.threads ? options.threads : 1, build, version,
   };
 }

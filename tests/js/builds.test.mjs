@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { readFileSync } from 'node:fs';
+import { BUILDS as TABLE, buildFiles, findBuild } from '../../js/builds.js';
 import { init, relaxedSimdSupported, threadsSupported, simdSupported, MaskAttnRangeError, MaskAttnTypeError } from 'maskattn';
 import { referenceAttention, rng, uniform, mismatch } from './reference.mjs';
 
@@ -35,6 +37,32 @@ async function rejects(promise, Type, argument) {
 }
 
 // ------------------------------------------------------------------------------------ choosing a build
+
+test('the table of builds (js/builds.js): names, flags, URLs and files agree; the types and docs name every build', () => {
+  const root = new URL('../../', import.meta.url);
+  assert.equal(new Set(TABLE.map((b) => `${b.simd}/${b.relaxed}/${b.threads}`)).size, TABLE.length, 'one build per set of features');
+  for (const b of TABLE) {
+    assert.equal(findBuild(b), b);
+    // bindings/CMakeLists.txt names the module after its flags: this is its rule.
+    assert.equal(b.name, `maskattn-${b.simd ? 'simd' : 'scalar'}${b.relaxed ? '-relaxed' : ''}${b.threads ? '-threads' : ''}`);
+    const on = (flag) => b.cmake.includes(`-DMASKATTN_WASM_${flag}=ON`);
+    assert.deepEqual([on('SIMD'), on('RELAXED'), on('THREADS')], [b.simd, b.relaxed, b.threads], `${b.name}: CMake flags`);
+    assert.ok(!b.relaxed || b.simd, `${b.name}: relaxed SIMD extends SIMD128`);
+    // The literal URLs (for bundlers) name the build's own files in dist/.
+    const urls = b.urls();
+    const named = Object.values(urls).map((u) => u.pathname.replace(/^.*\/dist\//, ''));
+    assert.ok(Object.values(urls).every((u) => u.href.startsWith(new URL('dist/', root).href)), b.name);
+    assert.deepEqual(named, buildFiles(b).filter((f) => !f.includes('.node.')), `${b.name}: URLs`);
+    assert.equal(Boolean(urls.worker), b.threads);
+    assert.ok(['bench', true, false].includes(b.ctest));
+  }
+  // index.d.ts cannot import the table: its BuildName must list the same names.
+  const types = readFileSync(new URL('js/index.d.ts', root), 'utf8');
+  const union = /export type BuildName = ([^;]+);/.exec(types)[1].match(/'[^']+'/g).map((x) => x.slice(1, -1));
+  assert.deepEqual(union.sort(), TABLE.map((b) => b.name).sort(), 'BuildName in index.d.ts');
+  const docs = readFileSync(new URL('docs/javascript.md', root), 'utf8');
+  for (const b of TABLE) assert.ok(docs.includes(`| \`${b.name}\` |`), `docs/javascript.md's table of builds has ${b.name}`);
+});
 
 test('Node 20 (relaxed SIMD flag on): SIMD128, relaxed SIMD and threads are all available', () => {
   assert.equal(simdSupported(), true);

@@ -1,6 +1,7 @@
 // The JavaScript example examples/generate.mjs (a small decoder generating through maskattn's KV
-// cache): run as users run it, with each cache dtype and with a sliding window, and checked against
-// the same generation with plain ma.attention over the full K/V (identical greedy tokens).
+// cache, RoPE fused in the cache): run as users run it, with each cache dtype and with a sliding
+// window, and checked against the same generation with Q and K rotated in JavaScript, through
+// caches without rope and through plain ma.attention over the full K/V (identical greedy tokens).
 import { BUILDS } from './builds.mjs';  // first: turns on relaxed SIMD in Node 20
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -65,24 +66,36 @@ for (const window of [0, 8]) {
     const args = ['--tokens', '6', '--check'];
     if (window) args.push('--window', String(window));
     const { stdout } = await example(...args);
-    assert.match(stdout, /check: identical tokens with plain ma\.attention over the full K\/V \(6 of 6\)/);
+    assert.match(stdout, /RoPE \(theta 10000\): the cache's own, keys rotated by position at append, queries at attend/);
+    assert.match(stdout, /check: identical tokens with Q and K rotated in JavaScript and plain ma\.attention over the full K\/V \(6 of 6\)/);
   });
 }
 
-test('generate(): cache and full attention agree token for token, on every build', async () => {
+test('generate(): the cache with fused RoPE agrees with rotating Q and K in JavaScript (cache without rope; full attention), on every build', async () => {
   const weights = buildWeights(7);
   for (const buildInfo of BUILDS) {
     const ma = await init(buildInfo.options);
     for (const window of [0, 5]) {
       const options = { ma, weights, prompt: 'Attention!', tokens: 10, dtype: 'float32', window };
       const cached = await generate(options);
-      const full = await generate({ ...options, attention: 'full' });
-      assert.deepEqual(cached.tokens, full.tokens, `${ma.backend.build}, window ${window}`);
+      for (const other of [{ rope: 'js' }, { attention: 'full' }]) {
+        const ref = await generate({ ...options, ...other });
+        const what = `${ma.backend.build}, window ${window}, against ${JSON.stringify(other)}`;
+        assert.deepEqual(cached.tokens, ref.tokens, what);
+        assert.deepEqual(ref.lengths, Array(MODEL.layers).fill(10 + 10));
+        for (const [s, logits] of cached.logits.entries())
+          for (let n = 0; n < logits.length; n++) assert.ok(Math.abs(logits[n] - ref.logits[s][n]) < 1e-3, `${what}: step ${s} logit ${n}`);
+      }
       assert.deepEqual(cached.lengths, Array(MODEL.layers).fill(10 + 10));
-      for (const [s, logits] of cached.logits.entries())
-        for (let n = 0; n < logits.length; n++) assert.ok(Math.abs(logits[n] - full.logits[s][n]) < 1e-3, `step ${s} logit ${n}`);
     }
   }
+});
+
+test('generate.mjs --rope js: Q and K rotated in JavaScript give the tokens of the fused rope', async () => {
+  const [fused, js] = await Promise.all([example('--tokens', '6'), example('--tokens', '6', '--rope', 'js')]);
+  assert.match(js.stdout, /RoPE \(theta 10000\): Q and K rotated in JavaScript, caches without rope/);
+  assert.deepEqual(steps(js.stdout).map((x) => x.token), steps(fused.stdout).map((x) => x.token));
+  assert.equal(steps(fused.stdout).length, 6);
 });
 
 test('sample(): 3 samples over forks of one prompt are each exactly a single-sequence generation', async () => {

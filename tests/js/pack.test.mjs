@@ -1,6 +1,7 @@
-// The npm package as users get it: `npm pack`, check what the tarball holds, install it into an
-// empty project, import 'maskattn' there and run a small attention (every build, the threaded and
-// relaxed ones included), and type-check a TypeScript file against the installed types.
+// The npm package as users get it: `npm pack`, check what the tarball holds (dist/: exactly the
+// files of the builds in js/builds.js), install it into an empty project, import 'maskattn' there
+// and run a small attention (every build of the table), and type-check a TypeScript file against
+// the installed types.
 //
 // `npm pack --ignore-scripts`: the package's `prepack` rebuilds the wasm (1-2 minutes); the test
 // runner (scripts/test-js.sh) has just built dist/, so the test packs what is there.
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { referenceAttention, mismatch } from './reference.mjs';
+import { BUILDS, buildFiles } from '../../js/builds.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
@@ -22,9 +24,10 @@ const npmEnv = { ...process.env, npm_config_update_notifier: 'false', npm_config
 let work;
 let packed;      // npm pack --json entry
 let tarball;
+const distFiles = BUILDS.flatMap((b) => buildFiles(b)).map((f) => `dist/${f}`);
 
 before(() => {
-  for (const f of pkg.files.filter((f) => f.startsWith('dist/')))
+  for (const f of distFiles)
     assert.ok(existsSync(path.join(root, f)), `${f} missing: build it first (bash scripts/build-wasm.sh)`);
   work = realpathSync(mkdtempSync(path.join(tmpdir(), 'maskattn-pack-')));
   const out = execFileSync(npm, ['pack', '--ignore-scripts', '--json', '--pack-destination', work], {
@@ -50,12 +53,11 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
   for (const banned of [/^src\//, /^tests?\//, /^build/, /node_modules/, /^bench/, /^bindings\//, /^examples\//, /^scripts\//, /\.tgz$/, /CMakeLists/])
     assert.ok(!files.some((f) => banned.test(f)), `nothing matching ${banned}`);
   const required = ['package.json', 'README.md', 'docs/semantics.md', 'docs/javascript.md', 'docs/kv-cache.md', 'docs/cpp.md', 'js/index.js', 'js/index.d.ts',
-    'dist/maskattn-simd.mjs', 'dist/maskattn-simd.wasm', 'dist/maskattn-scalar.mjs', 'dist/maskattn-scalar.wasm', ...pkg.files];
-  // Every build: ES-module glue + .wasm; threaded builds add the browser worker script and the Node glue.
-  for (const build of ['simd-relaxed', 'simd-threads', 'simd-relaxed-threads']) {
-    required.push(`dist/maskattn-${build}.mjs`, `dist/maskattn-${build}.wasm`);
-    if (build.endsWith('threads')) required.push(`dist/maskattn-${build}.worker.js`, `dist/maskattn-${build}.node.cjs`, `dist/maskattn-${build}.node.worker.cjs`);
-  }
+    'js/builds.js', ...pkg.files.filter((f) => !f.includes('*'))];
+  // Every build of the table: ES-module glue + .wasm; threaded builds add the browser worker script
+  // and the Node glue. Nothing else from dist/ (package.json names it by a pattern).
+  assert.deepEqual(files.filter((f) => f.startsWith('dist/')), [...distFiles].sort(), 'dist/ holds exactly the builds of js/builds.js');
+  assert.ok(distFiles.includes('dist/maskattn-simd-threads.node.worker.cjs'), 'a threaded build ships its Node worker script');
   for (const f of new Set(required)) assert.ok(files.includes(f), `${f} is in the tarball`);
   // Every file the package's own entry points name must ship.
   for (const target of [pkg.main, pkg.types, pkg.exports['.'].types, pkg.exports['.'].import, pkg.exports['.'].default])
@@ -63,6 +65,9 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
   // Five builds of ~450 KB of wasm each (gzip takes them to about a third): ~0.9 MB in all.
   assert.ok(packed.size < 1_500_000, `tarball is reasonably small (${packed.size} bytes)`);
 });
+
+// init() options that pin each build of the table (threads: 2 even on a 1-core machine).
+const consumerBuilds = BUILDS.map((b) => ({ name: b.name, options: { simd: b.simd, relaxed: b.relaxed, threads: b.threads ? 2 : 1 } }));
 
 test('installed into an empty project: import "maskattn" and run attention (every build)', () => {
   const app = path.join(work, 'app');
@@ -83,10 +88,8 @@ test('installed into an empty project: import "maskattn" and run attention (ever
     const k = { data: Float32Array.from([1, 0, 0, 1, -1, 0.5]), shape: [1, 1, 3, 2] };
     const v = { data: Float32Array.from([1, 2, 3, 4, 5, 6]), shape: [1, 1, 3, 2] };
     const out = { resolved: import.meta.resolve('maskattn'), version };
-    const builds = {
-      simd: { simd: true, relaxed: false, threads: 1 }, scalar: { simd: false }, relaxed: { relaxed: true, threads: 1 },
-      threads: { relaxed: false, threads: 2 }, 'relaxed-threads': { relaxed: true, threads: 2 }, auto: {},
-    };
+    const builds = ${JSON.stringify(Object.fromEntries(consumerBuilds.map((b) => [b.name, b.options])))};
+    builds.auto = {};
     for (const [build, options] of Object.entries(builds)) {
       const ma = await init(options);
       const r = ma.attention(q, k, v, { causal: true, returnLse: true });
@@ -106,14 +109,12 @@ test('installed into an empty project: import "maskattn" and run attention (ever
   const ref = referenceAttention(t([1, 0, 0, 1, 1, 1]), t([1, 0, 0, 1, -1, 0.5]), t([1, 2, 3, 4, 5, 6]), { causal: true });
   // Row 0 sees only key 0: exactly v[0] = (1, 2).
   assert.deepEqual(Array.from(ref.output.data.slice(0, 2)), [1, 2]);
-  const expected = {
-    simd: 'maskattn-simd', scalar: 'maskattn-scalar', relaxed: 'maskattn-simd-relaxed', threads: 'maskattn-simd-threads',
-    'relaxed-threads': 'maskattn-simd-relaxed-threads', auto: 'maskattn-simd-relaxed-threads',
-  };
+  const expected = { ...Object.fromEntries(consumerBuilds.map((b) => [b.name, b.name])), auto: 'maskattn-simd-relaxed-threads' };
   for (const [build, name] of Object.entries(expected)) {
     assert.equal(out[build].backend.build, name, build);
-    assert.equal(out[build].backend.simd, build !== 'scalar');
-    assert.equal(out[build].backend.arch, build !== 'scalar' ? 'simd128' : 'scalar');
+    const { simd } = BUILDS.find((b) => b.name === name);
+    assert.equal(out[build].backend.simd, simd);
+    assert.equal(out[build].backend.arch, simd ? 'simd128' : 'scalar');
     // 1e-5: fp32 kernel vs f64 reference on unit-scale inputs (the contract's bound).
     assert.equal(mismatch(out[build].output, ref.output.data, { atol: 1e-5 }), null, `${build} output`);
     assert.equal(mismatch(out[build].lse, ref.lse.data, { atol: 1e-5 }), null, `${build} lse`);
