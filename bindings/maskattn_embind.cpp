@@ -392,7 +392,7 @@ extern "C" bool maskattn_set_relaxed_quant_dot(int mode);
 // this build or engine cannot run it.
 bool set_quant_dot(const std::string& name) {
 #if defined(MASKATTN_RELAXED_SIMD_BUILD)
-  const int mode = name == "i16" ? 0 : name == "relaxed-i8" ? 1 : name == "relaxed-i8-i16x8" ? 2 : -1;
+  const int mode = name == "i16" ? 0 : name == "relaxed-i8-i16x8" ? 1 : name == "relaxed-i8" ? 2 : -1;
   return mode >= 0 && maskattn_set_relaxed_quant_dot(mode);
 #else
   return name == (maskattn::best_target() == maskattn::Target::simd128 ? "i16" : "scalar");

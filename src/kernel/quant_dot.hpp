@@ -121,6 +121,14 @@ struct DequantThroughMemory {
   }
 };
 
+// Called at the top of each function that calls QuantDot::dot: the relaxed builds check there,
+// in the code about to run them, that their relaxed dot products are exact (int_dot_simd128_relaxed.hpp).
+__attribute__((always_inline)) inline void quant_dot_check_here() {
+#if defined(__wasm_relaxed_simd__)
+  RelaxedIntDot::check_here();
+#endif
+}
+
 // The scalar definitions (the scalar target, and the meaning of every vector version).
 struct QuantDotScalar {
   static constexpr bool kQ4PairOrder = false;
