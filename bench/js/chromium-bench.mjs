@@ -6,7 +6,7 @@
 // --cache instead: the decode step over q8/q4 caches per integer dot product (bench/js/quant-dot-run.mjs,
 // as bench/js/quant-dot-bench.mjs runs it in Node).
 //   node bench/js/chromium-bench.mjs [--quick] [--case ID[,ID...]] [--threads N] [--json FILE]
-//   node bench/js/chromium-bench.mjs --cache [--quick] [--json FILE]
+//   node bench/js/chromium-bench.mjs --cache [--quick] [--reps N] [--json FILE]
 import { writeFileSync } from 'node:fs';
 import { launchChromium } from '../../tests/browser/chromium.mjs';
 import { start } from '../../scripts/serve.mjs';
@@ -31,7 +31,7 @@ try {
   console.log(`maskattn in ${version} (headless), demo page cross-origin isolated; ${machine().cpu}, ${machine().cores} cores; ${quick ? 'quick' : 'full'} run`);
   if (argv.includes('--cache')) {
     console.log("KV cache decode step over q8/q4 caches per integer dot product, 1 thread");
-    const r = await page.evaluate(decodeSteps, { indexUrl: '/js/index.js', shapes: DECODE_SHAPES, reps: quick ? 7 : 21 });
+    const r = await page.evaluate(decodeSteps, { indexUrl: '/js/index.js', shapes: DECODE_SHAPES, reps: Number(arg('--reps', quick ? 7 : 21)) });
     console.log(formatDecodeSteps(r));
     if (json) writeFileSync(json, JSON.stringify({ browser: version, machine: machine(), quick, ...r }, null, 2));
   } else {
