@@ -2,7 +2,9 @@
 // relaxed-SIMD Q·Kᵀ path over q8/q4 caches (kernel/int_dot_simd128_relaxed.hpp): the plain SIMD128
 // build and the relaxed build on 1 thread, the relaxed build once per dot product the module
 // accepts (module.setQuantDot: the probed one, the exact i16 path, the other relaxed form).
-// Mixed caches (q8 keys / float32 values and the reverse) split Q·Kᵀ from P·V. Interleaved: every
+// Mixed caches (q8 keys / float32 values and the reverse) are timed too, but they run slower than
+// either pure cache, so they do not split Q·Kᵀ from P·V (measured instead with a build whose
+// relaxed dot returned at once: P·V and the rest are 61-74% of a q8 GQA step). Interleaved: every
 // repetition runs each row once in a new random order, two caches of each rotate (so K/V are not
 // left in the CPU's cache); medians.
 //
