@@ -13,9 +13,9 @@
 //   AVX2          vpmaddubsw + vpmaddwd (q8: |k| and sign(q, k))
 //   SSE2          widen to int16 + pmaddwd          (queries prepared as int16)
 //   SIMD128       i32x4.dot_i16x8_s                 (queries prepared as int16); the relaxed-SIMD
-//                 build uses the relaxed 8-bit dot products where a probe at module start finds
-//                 them exact (kernel/int_dot_simd128_relaxed.hpp; Node 20's V8 returns twice the
-//                 specified sum for i32x4.relaxed_dot_i8x16_i7x16_add_s) and this path elsewhere.
+//                 build uses the relaxed 8-bit dot products where checks at module start and in
+//                 the kernel's own code find them exact (kernel/int_dot_simd128_relaxed.hpp; Node
+//                 20's Liftoff gets i32x4.relaxed_dot_i8x16_i7x16_add_s wrong) and this path elsewhere.
 //   NEON          smull/smlal2 + sadalp (sdot where the compiler targets dotprod)
 // Each partial-sum vector is converted to float and accumulated with the block's scale product; a
 // key's blocks are loaded once for all the rows of a register block, and several (row, key) pairs
@@ -123,11 +123,11 @@ struct DequantThroughMemory {
 
 // Called at the top of each function that calls QuantDot::dot: the relaxed builds check there,
 // in the code about to run them, that their relaxed dot products are exact (int_dot_simd128_relaxed.hpp).
-__attribute__((always_inline)) inline void quant_dot_check_here() {
 #if defined(__wasm_relaxed_simd__)
-  RelaxedIntDot::check_here();
+__attribute__((always_inline)) inline void quant_dot_check_here() { RelaxedIntDot::check_here(); }
+#else
+inline void quant_dot_check_here() {}
 #endif
-}
 
 // The scalar definitions (the scalar target, and the meaning of every vector version).
 struct QuantDotScalar {
@@ -467,7 +467,7 @@ struct QuantDot
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     using FS = Simd<FArch>;
 #if defined(__wasm_relaxed_simd__)
-    switch (RelaxedIntDot::mode()) {  // probed once (int_dot_simd128_relaxed.hpp)
+    switch (RelaxedIntDot::mode()) {  // checked by quant_dot_check_here() (int_dot_simd128_relaxed.hpp)
       case RelaxedIntDot::i8x16_add: return RelaxedIntDot::dot<FS, RelaxedIntDot::i8x16_add, RB, Q4>(q, k, kscales, nb, out, stride);
       case RelaxedIntDot::i16x8: return RelaxedIntDot::dot<FS, RelaxedIntDot::i16x8, RB, Q4>(q, k, kscales, nb, out, stride);
       default: break;
