@@ -381,6 +381,24 @@ double heap_in_use() { return double(uint32_t(mallinfo().uordblks)); }
 std::string last_error_message() { return g_error_message; }
 std::string last_error_argument() { return g_error_argument; }
 
+#if defined(MASKATTN_RELAXED_SIMD_BUILD)
+// Defined by the relaxed SIMD128 kernel (src/kernel/int_dot_simd128_relaxed.hpp): which integer
+// dot product its q8/q4 Q·Kᵀ uses, as probed at module start, and a way to choose another.
+extern "C" const char* maskattn_relaxed_quant_dot();
+extern "C" bool maskattn_set_relaxed_quant_dot(int mode);
+#endif
+
+// Tests and benchmarks: 'i16' (exact SIMD128 path), 'relaxed-i8' or 'relaxed-i8-i16x8'; false where
+// this build or engine cannot run it.
+bool set_quant_dot(const std::string& name) {
+#if defined(MASKATTN_RELAXED_SIMD_BUILD)
+  const int mode = name == "i16" ? 0 : name == "relaxed-i8-i16x8" ? 1 : name == "relaxed-i8" ? 2 : -1;
+  return mode >= 0 && maskattn_set_relaxed_quant_dot(mode);
+#else
+  return name == (maskattn::best_target() == maskattn::Target::simd128 ? "i16" : "scalar");
+#endif
+}
+
 emscripten::val backend() {
   auto info = emscripten::val::object();
   const maskattn::Target t = maskattn::best_target();
@@ -399,6 +417,12 @@ emscripten::val backend() {
 #else
   info.set("relaxed", false);
 #endif
+  // The integer dot product of Q·Kᵀ over q8/q4 caches (the relaxed build's is probed at start).
+#if defined(MASKATTN_RELAXED_SIMD_BUILD)
+  info.set("quantDot", std::string(t == maskattn::Target::simd128 ? maskattn_relaxed_quant_dot() : "scalar"));
+#else
+  info.set("quantDot", std::string(t == maskattn::Target::simd128 ? "i16" : "scalar"));
+#endif
   info.set("threads", 1);
   info.set("version", std::string(maskattn::version()));
   return info;
@@ -413,6 +437,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("lastErrorMessage", &last_error_message);
   function("lastErrorArgument", &last_error_argument);
   function("backend", &backend);
+  function("setQuantDot", &set_quant_dot);
   function("callArgsLayout", &call_args_layout);
   function("limits", &limits);
   function("heapInUse", &heap_in_use);

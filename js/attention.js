@@ -49,9 +49,10 @@ export class MaskAttn {
     this._wire = new Wire(module, info.pthreads ? threads : 1);
     /** The library's limits: { maxBytes } per buffer (2^31 - 1 in wasm32), { maxSequenceLength } (2^23). */
     this.limits = this._wire.limits;
-    /** { simd, relaxed, arch, lanes, threads, build, version } */
+    /** { simd, relaxed, arch, lanes, quantDot, threads, build, version } */
     this.backend = Object.freeze({
-      simd: info.simd, relaxed: info.relaxed, arch: info.arch, lanes: info.lanes, threads: this._wire.threads,
+      simd: info.simd, relaxed: info.relaxed, arch: info.arch, lanes: info.lanes, quantDot: info.quantDot,
+      threads: this._wire.threads,
       build: build ?? `maskattn-${info.simd ? 'simd' : 'scalar'}${info.relaxed ? '-relaxed' : ''}${info.pthreads ? '-threads' : ''}`,
       version: info.version,
     });

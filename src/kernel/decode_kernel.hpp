@@ -378,6 +378,7 @@ class DecodeAttention {
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
     const int64_t ks = p_.kv.ks.l, nb = nb_, scales_at = nb * (Q4 ? 16 : 32), pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[L];
+    quant_dot_check_here();
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const QRow* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];

@@ -12,10 +12,10 @@
 //                 by +128; the pair's two scale products broadcast to the halves with one vpermps)
 //   AVX2          vpmaddubsw + vpmaddwd (q8: |k| and sign(q, k))
 //   SSE2          widen to int16 + pmaddwd          (queries prepared as int16)
-//   SIMD128       i32x4.dot_i16x8_s                 (queries prepared as int16), also in the
-//                 relaxed-SIMD build: Node 20's V8 returns twice the specified sum for
-//                 i32x4.relaxed_dot_i8x16_i7x16_add_s (measured: -3796 for -1898), and a result
-//                 that depends on the engine has no place in a dot product we document as exact.
+//   SIMD128       i32x4.dot_i16x8_s                 (queries prepared as int16); the relaxed-SIMD
+//                 build uses the relaxed 8-bit dot products where checks at module start and in
+//                 the kernel's own code find them exact (kernel/int_dot_simd128_relaxed.hpp; Node
+//                 20's Liftoff gets i32x4.relaxed_dot_i8x16_i7x16_add_s wrong) and this path elsewhere.
 //   NEON          smull/smlal2 + sadalp (sdot where the compiler targets dotprod)
 // Each partial-sum vector is converted to float and accumulated with the block's scale product; a
 // key's blocks are loaded once for all the rows of a register block, and several (row, key) pairs
@@ -35,6 +35,7 @@
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
+#include "kernel/int_dot_simd128_relaxed.hpp"
 #elif defined(__AVX2__) || defined(__SSE2__)
 #include <immintrin.h>
 #elif defined(__ARM_NEON)
@@ -119,6 +120,14 @@ struct DequantThroughMemory {
     else q4(p, other, out);
   }
 };
+
+// Called at the top of each function that calls QuantDot::dot: the relaxed builds check there,
+// in the code about to run them, that their relaxed dot products are exact (int_dot_simd128_relaxed.hpp).
+#if defined(__wasm_relaxed_simd__)
+__attribute__((always_inline)) inline void quant_dot_check_here() { RelaxedIntDot::check_here(); }
+#else
+inline void quant_dot_check_here() {}
+#endif
 
 // The scalar definitions (the scalar target, and the meaning of every vector version).
 struct QuantDotScalar {
@@ -335,8 +344,12 @@ struct QuantDot
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
   // A key block is prepared once (widened, or |k| and its signs) and used by every row.
-#if defined(__wasm_simd128__)
+#if defined(__wasm_relaxed_simd__)
+  using Row = WithInt8Values<QueryRow<int16_t>>;  // int8 values too, for the relaxed path
+#elif defined(__wasm_simd128__)
   using Row = QueryRow<int16_t>;
+#endif
+#if defined(__wasm_simd128__)
   using IV = v128_t;
   struct KBlock { v128_t w[4]; };  // the 32 values as int16
   static IV bias(const int32_t* p) { return wasm_v128_load(p); }
@@ -453,6 +466,13 @@ struct QuantDot
   template <int RB, bool Q4>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     using FS = Simd<FArch>;
+#if defined(__wasm_relaxed_simd__)
+    switch (RelaxedIntDot::mode()) {  // checked by quant_dot_check_here() (int_dot_simd128_relaxed.hpp)
+      case RelaxedIntDot::i8x16_add: return RelaxedIntDot::dot<FS, RelaxedIntDot::i8x16_add, RB, Q4>(q, k, kscales, nb, out, stride);
+      case RelaxedIntDot::i16x8: return RelaxedIntDot::dot<FS, RelaxedIntDot::i16x8, RB, Q4>(q, k, kscales, nb, out, stride);
+      default: break;
+    }
+#endif
     FV acc[RB];  // in registers for the whole row (the caller's array would round-trip memory)
     for (int r = 0; r < RB; ++r) acc[r] = out[r * stride];
     for (int64_t blk = 0; blk < nb; ++blk) {

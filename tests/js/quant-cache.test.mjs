@@ -205,6 +205,33 @@ for (const buildInfo of BUILDS) {
       }
     });
 
+    test('backend.quantDot; every integer dot product the module accepts matches the reference', () => {
+      // Node 20's Liftoff gets i32x4.relaxed_dot_i8x16_i7x16_add_s wrong (the probe at module start
+      // refuses it); its i16x8 form is exact. The module's setQuantDot (a test hook) runs the others.
+      const want = buildInfo.options.simd === false ? 'scalar' : buildInfo.build.includes('relaxed') ? 'relaxed-i8-i16x8' : 'i16';
+      assert.equal(ma.backend.quantDot, want);
+      const modes = ['i16', 'relaxed-i8-i16x8', 'relaxed-i8', 'scalar'].filter((m) => ma._m.setQuantDot(m));
+      assert.deepEqual(modes, buildInfo.options.simd === false ? ['scalar'] : buildInfo.build.includes('relaxed') ? ['i16', 'relaxed-i8-i16x8'] : ['i16']);
+      const random = rng(31);
+      try {
+        for (const dtype of ['q8', 'q4'])
+          // Query heads per KV head 1, 2, 4: the kernel's register blocks of 1 and 2 rows (and a 4-row group).
+          for (const group of [1, 2, 4]) {
+            const cache = ma.createKVCache({ kvHeads: 2, capacity: 300, headDim: 96, dtype, keyRotation: 'none' });
+            cache.append({ data: uniform(random, 2 * 290 * 96), shape: [1, 2, 290, 96] }, { data: uniform(random, 2 * 290 * 96), shape: [1, 2, 290, 96] });
+            const exact = exactQueries(random, 2 * group, 96), any = uniform(random, 2 * group * 96, -3, 3);
+            for (const m of modes) {
+              ma._m.setQuantDot(m);
+              checkAttend(cache, exact, 2 * group, 1, {}, true, `${dtype}, ${group} query heads per KV head, ${m}, exact queries`);
+              checkAttend(cache, any, 2 * group, 1, {}, false, `${dtype}, ${group} query heads per KV head, ${m}`);
+            }
+            cache.dispose();
+          }
+      } finally {
+        ma._m.setQuantDot(want);
+      }
+    });
+
     test('bad dtypes, rotations and read() arguments are named; nothing is written', () => {
       throwsArg(() => ma.createKVCache({ capacity: 4, headDim: 32, dtype: 'int8' }), TypeError, 'dtype');
       throwsArg(() => ma.createKVCache({ capacity: 4, headDim: 32, keyDtype: 'q2' }), TypeError, 'keyDtype');
