@@ -27,8 +27,9 @@ const int64_t kLengths[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64,
 // Odd head sizes (FlashAttention's 59, 111) and the common 128.
 const int64_t kHeadDims[] = {1, 3, 17, 59, 111, 128};
 
-// The problems are AttentionCase (attention_case.hpp): shapes, storage and the mask rules, owned
-// by the case (Options only points into it).
+// A problem is the suites' shared AttentionCase (attention_case.hpp): shapes, storage and the mask
+// rules, owned by the case (Options only points into it).
+using Case = AttentionCase;
 
 template <class T>
 std::string join(const std::vector<T>& v, size_t max_items = 8) {
@@ -40,7 +41,7 @@ std::string join(const std::vector<T>& v, size_t max_items = 8) {
   return os.str();
 }
 
-std::string describe(const AttentionCase& c) {
+std::string describe(const Case& c) {
   std::ostringstream os;
   os << "B=" << c.B << " Hq=" << c.Hq << " Hkv=" << c.Hkv << " Lq=" << c.Lq << " Lk=" << c.Lk
      << " D=" << c.D << " Dv=" << c.Dv << " q/k/v/o=" << storage_name(c.q_storage) << "/"
@@ -130,7 +131,7 @@ std::vector<int32_t> lengths(std::initializer_list<int64_t> v) {
 // ---------------------------------------------------------------------------------------------
 
 // The kernel on one target and kernel, with the tile stats where a test asks for them.
-CaseRun run_kernel(const AttentionCase& c, const CaseInputs& in, KernelTarget t, Stats* stats = nullptr) {
+CaseRun run_kernel(const Case& c, const CaseInputs& in, KernelTarget t, Stats* stats = nullptr) {
   maskattn::Options o = c.options(t.target, t.kernel);
   o.stats = stats;
   return expect_kernel_run(c, in, o);
@@ -139,7 +140,7 @@ CaseRun run_kernel(const AttentionCase& c, const CaseInputs& in, KernelTarget t,
 // The fp64 reference and the naive fp32 one, its error the worst of three orders over D (natural,
 // reversed, shuffled): a kernel that sums in another order (tiles, lanes, FMA) is then judged
 // against a fair sample.
-CaseReferences run_reference(const AttentionCase& c, const CaseInputs& in) {
+CaseReferences run_reference(const Case& c, const CaseInputs& in) {
   return expect_references(c, in, {DOrder::reversed, DOrder::shuffled});
 }
 
@@ -151,7 +152,7 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Buffer elements the output view does not address, and the canaries after weights / lse, still
 // hold the sentinel.
-void expect_untouched(const AttentionCase& c, const CaseRun& r) {
+void expect_untouched(const Case& c, const CaseRun& r) {
   const std::vector<uint8_t> addressed = r.out.addressed();
   int64_t touched = 0;
   for (size_t i = 0; i < r.out.buf.size(); ++i)
@@ -167,7 +168,7 @@ void expect_untouched(const AttentionCase& c, const CaseRun& r) {
 }
 
 // The explicit per-policy promises for rows the reference flags as fully masked.
-void expect_fully_masked_policy(const AttentionCase& c, const CaseInputs& clean, const CaseRun& r,
+void expect_fully_masked_policy(const Case& c, const CaseInputs& clean, const CaseRun& r,
                                 const std::vector<uint8_t>& fully_masked) {
   const std::vector<float> o = r.out.dense();
   const int64_t group = c.Hkv > 0 ? c.Hq / c.Hkv : 1;
@@ -232,7 +233,7 @@ void expect_fully_masked_policy(const AttentionCase& c, const CaseInputs& clean,
 
 // Everything the contract says about one run, compared with the references on clean inputs.
 // `expected_out` replaces the fp64 reference's O when the test knows better (NaN propagation).
-void check_outputs(const AttentionCase& c, const CaseInputs& clean, const CaseRun& r, const CaseReferences& ref,
+void check_outputs(const Case& c, const CaseInputs& clean, const CaseRun& r, const CaseReferences& ref,
                    const std::vector<double>* expected_out = nullptr) {
   if (!r.ok || !ref.ok) return;
   Tolerance tol;
@@ -285,7 +286,7 @@ void check_outputs(const AttentionCase& c, const CaseInputs& clean, const CaseRu
 // One table row: a name (the test trace and the Rng label) and the setup of the problem.
 struct Row {
   std::string name;
-  std::function<void(AttentionCase&, Rng&)> setup;
+  std::function<void(Case&, Rng&)> setup;
 };
 
 class Differential : public TargetTest {
@@ -296,7 +297,7 @@ class Differential : public TargetTest {
     const std::string table = group.substr(0, group.find('/'));
     for (const Row& row : rows) {
       Rng rng(table + "/" + row.name);
-      AttentionCase c;
+      Case c;
       row.setup(c, rng);
       SCOPED_TRACE("case " + row.name + ": " + describe(c));
       const CaseInputs in = c.make_inputs(rng);
@@ -317,23 +318,23 @@ TEST_P(Differential, LengthsAroundLaneAndTileWidths) {
   for (int64_t L : kLengths) {
     const std::string l = std::to_string(L);
     // Query tails: Lq sweeps, Lk fixed at an odd size spanning no full tile.
-    rows.push_back({"lq" + l + "_lk37", [L](AttentionCase& c, Rng&) { c.dims(1, 2, 2, L, 37, 16, 16); }});
+    rows.push_back({"lq" + l + "_lk37", [L](Case& c, Rng&) { c.dims(1, 2, 2, L, 37, 16, 16); }});
     // Key tails: Lk sweeps (partial key tiles and lane tails in the QK and PV loops).
-    rows.push_back({"lq23_lk" + l, [L](AttentionCase& c, Rng&) { c.dims(2, 1, 1, 23, L, 19, 13); }});
+    rows.push_back({"lq23_lk" + l, [L](Case& c, Rng&) { c.dims(2, 1, 1, 23, L, 19, 13); }});
     // Square causal: the diagonal tile at every size.
-    rows.push_back({"causal_lq" + l + "_lk" + l, [L](AttentionCase& c, Rng&) {
+    rows.push_back({"causal_lq" + l + "_lk" + l, [L](Case& c, Rng&) {
                       c.dims(1, 2, 1, L, L, 32, 32);
                       c.causal = true;
                     }});
     // Decode-like few queries over a sweeping Lk, top-left causal with key padding.
-    rows.push_back({"topleft_lq5_lk" + l + "_keylen", [L](AttentionCase& c, Rng&) {
+    rows.push_back({"topleft_lq5_lk" + l + "_keylen", [L](Case& c, Rng&) {
                       c.dims(2, 1, 1, 5, L, 8, 24);
                       c.causal = true;
                       c.align = Align::top_left;
                       c.key_lengths = lengths({L, (2 * L) / 3});
                     }});
     // Both lengths padded: key and query lengths one short of L (boundary inside a lane group).
-    rows.push_back({"padded_lq" + l + "_lk" + l, [L](AttentionCase& c, Rng&) {
+    rows.push_back({"padded_lq" + l + "_lk" + l, [L](Case& c, Rng&) {
                       c.dims(2, 1, 1, L, L, 17, 17);
                       c.key_lengths = lengths({L, std::max<int64_t>(L - 1, 0)});
                       c.query_lengths = lengths({std::max<int64_t>(L - 1, 0), L});
@@ -344,7 +345,7 @@ TEST_P(Differential, LengthsAroundLaneAndTileWidths) {
                                                {128, 127}, {16, 17}, {33, 31}, {8, 129}, {63, 2}};
   for (auto [lq, lk] : pairs) {
     rows.push_back({"pair_lq" + std::to_string(lq) + "_lk" + std::to_string(lk),
-                    [lq = lq, lk = lk](AttentionCase& c, Rng&) { c.dims(1, 1, 1, lq, lk, 24, 24); }});
+                    [lq = lq, lk = lk](Case& c, Rng&) { c.dims(1, 1, 1, lq, lk, 24, 24); }});
   }
   run_rows(rows);
 }
@@ -355,50 +356,50 @@ TEST_P(Differential, HeadDimensions) {
   for (size_t n = 0; n < std::size(kHeadDims); ++n) {
     const int64_t D = kHeadDims[n], Dv = other[n];
     // D tails of the QK dot product (1, 3: less than a lane group; 17, 59, 111: odd tails).
-    rows.push_back({"d" + std::to_string(D), [D](AttentionCase& c, Rng&) { c.dims(1, 2, 2, 33, 65, D, D); }});
+    rows.push_back({"d" + std::to_string(D), [D](Case& c, Rng&) { c.dims(1, 2, 2, 33, 65, D, D); }});
     // Dv != D: the PV accumulator has its own width and tail.
-    rows.push_back({"d" + std::to_string(D) + "_dv" + std::to_string(Dv), [D, Dv](AttentionCase& c, Rng&) {
+    rows.push_back({"d" + std::to_string(D) + "_dv" + std::to_string(Dv), [D, Dv](Case& c, Rng&) {
                       c.dims(2, 1, 1, 16, 47, D, Dv);
                       c.causal = true;
                     }});
   }
   // Dv much larger than D (value heads wider than key heads).
-  rows.push_back({"d8_dv256", [](AttentionCase& c, Rng&) { c.dims(1, 1, 1, 9, 70, 8, 256); }});
+  rows.push_back({"d8_dv256", [](Case& c, Rng&) { c.dims(1, 1, 1, 9, 70, 8, 256); }});
   // A large D with unit inputs: logits still O(1) through the default scale.
-  rows.push_back({"d256", [](AttentionCase& c, Rng&) { c.dims(1, 1, 1, 20, 40, 256, 64); }});
+  rows.push_back({"d256", [](Case& c, Rng&) { c.dims(1, 1, 1, 20, 40, 256, 64); }});
   run_rows(rows);
 }
 
 TEST_P(Differential, BatchHeadsAndGroupedQueries) {
   std::vector<Row> rows = {
       // Several batches and heads: batch/head strides and per-(b, h) state.
-      {"b3_h4", [](AttentionCase& c, Rng&) { c.dims(3, 4, 4, 33, 33, 16, 16); }},
+      {"b3_h4", [](Case& c, Rng&) { c.dims(3, 4, 4, 33, 33, 16, 16); }},
       // GQA 6:2: query head h reads kv head h / 3.
-      {"gqa_6_2", [](AttentionCase& c, Rng&) {
+      {"gqa_6_2", [](Case& c, Rng&) {
          c.dims(2, 6, 2, 17, 65, 32, 32);
          c.causal = true;
        }},
       // MQA: every query head reads the single kv head.
-      {"mqa_6_1", [](AttentionCase& c, Rng&) { c.dims(2, 6, 1, 19, 40, 24, 8); }},
+      {"mqa_6_1", [](Case& c, Rng&) { c.dims(2, 6, 1, 19, 40, 24, 8); }},
       // GQA with sequence-major storage (head stride D, row stride H*D).
-      {"gqa_8_4_blhd", [](AttentionCase& c, Rng&) {
+      {"gqa_8_4_blhd", [](Case& c, Rng&) {
          c.dims(1, 8, 4, 21, 50, 16, 16).storage(Storage::blhd);
        }},
       // Per-query-head masks under GQA: bias and allowed differ between heads sharing a kv head.
-      {"gqa_per_head_masks", [](AttentionCase& c, Rng& rng) {
+      {"gqa_per_head_masks", [](Case& c, Rng& rng) {
          c.dims(2, 6, 2, 13, 37, 16, 16);
          c.bias = random_bias(rng, {2, 6, 13, 37});
          c.allowed = random_allowed(rng, {1, 6, 1, 37}, 0.7);
          c.alibi = alibi_slopes(6);
        }},
       // GQA decode: one query per head over a long padded cache.
-      {"gqa_decode", [](AttentionCase& c, Rng&) {
+      {"gqa_decode", [](Case& c, Rng&) {
          c.dims(2, 8, 2, 1, 300, 32, 32);
          c.key_lengths = lengths({300, 129});
          c.causal = true;
        }},
       // MQA with per-batch padding, one batch empty.
-      {"mqa_key_lengths", [](AttentionCase& c, Rng&) {
+      {"mqa_key_lengths", [](Case& c, Rng&) {
          c.dims(3, 4, 1, 9, 33, 8, 8);
          c.key_lengths = lengths({33, 0, 17});
        }},
@@ -408,21 +409,21 @@ TEST_P(Differential, BatchHeadsAndGroupedQueries) {
 
 TEST_P(Differential, MemoryLayouts) {
   // One problem with GQA, Dv != D, causal and key padding, stored in every way a caller can.
-  auto base = [](AttentionCase& c) {
+  auto base = [](Case& c) {
     c.dims(2, 4, 2, 19, 70, 24, 20);
     c.causal = true;
     c.key_lengths = lengths({70, 45});
   };
   std::vector<Row> rows = {
       // Contiguous [B, H, L, D].
-      {"bhld", [base](AttentionCase& c, Rng&) { base(c); c.storage(Storage::bhld); }},
+      {"bhld", [base](Case& c, Rng&) { base(c); c.storage(Storage::bhld); }},
       // Contiguous [B, L, H, D] (made with maskattn::blhd's strides).
-      {"blhd", [base](AttentionCase& c, Rng&) { base(c); c.storage(Storage::blhd); }},
+      {"blhd", [base](Case& c, Rng&) { base(c); c.storage(Storage::blhd); }},
       // Gaps between rows, heads and batches, misaligned base: only the view may be touched.
-      {"padded_bhld", [base](AttentionCase& c, Rng&) { base(c); c.storage(Storage::padded_bhld); }},
-      {"padded_blhd", [base](AttentionCase& c, Rng&) { base(c); c.storage(Storage::padded_blhd); }},
+      {"padded_bhld", [base](Case& c, Rng&) { base(c); c.storage(Storage::padded_bhld); }},
+      {"padded_blhd", [base](Case& c, Rng&) { base(c); c.storage(Storage::padded_blhd); }},
       // Every tensor in a different layout.
-      {"mixed", [base](AttentionCase& c, Rng&) {
+      {"mixed", [base](Case& c, Rng&) {
          base(c);
          c.q_storage = Storage::blhd;
          c.k_storage = Storage::padded_bhld;
@@ -430,18 +431,18 @@ TEST_P(Differential, MemoryLayouts) {
          c.o_storage = Storage::padded_bhld;
        }},
       // Q, K, V slices of one fused projection [B, L, 3, H, D]; output sequence-major.
-      {"qkv_packed", [](AttentionCase& c, Rng&) {
+      {"qkv_packed", [](Case& c, Rng&) {
          c.dims(2, 3, 3, 37, 37, 16, 16);
          c.q_storage = c.k_storage = c.v_storage = Storage::qkv_packed;
          c.o_storage = Storage::blhd;
          c.causal = true;
        }},
       // D = 1 with padded rows: row stride 4, a lane group straddles rows.
-      {"padded_d1", [](AttentionCase& c, Rng&) {
+      {"padded_d1", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 17, 33, 1, 1).storage(Storage::padded_bhld);
        }},
       // D = 128 padded, misaligned: the wide-vector path on unaligned rows.
-      {"padded_d128", [](AttentionCase& c, Rng&) {
+      {"padded_d128", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 33, 65, 128, 128).storage(Storage::padded_blhd);
        }},
   };
@@ -449,44 +450,44 @@ TEST_P(Differential, MemoryLayouts) {
 }
 
 TEST_P(Differential, Scale) {
-  auto base = [](AttentionCase& c) {
+  auto base = [](Case& c) {
     c.dims(1, 2, 2, 17, 40, 32, 16);
     c.key_lengths = lengths({37});
   };
   std::vector<Row> rows = {
       // Default 1/sqrt(D).
-      {"default", [base](AttentionCase& c, Rng&) { base(c); }},
+      {"default", [base](Case& c, Rng&) { base(c); }},
       // 0: every logit 0, uniform weights over the allowed keys.
-      {"zero", [base](AttentionCase& c, Rng&) { base(c); c.scale = 0.0f; }},
+      {"zero", [base](Case& c, Rng&) { base(c); c.scale = 0.0f; }},
       // 0 with causal: uniform over a different key count per row.
-      {"zero_causal", [base](AttentionCase& c, Rng&) {
+      {"zero_causal", [base](Case& c, Rng&) {
          base(c);
          c.scale = 0.0f;
          c.causal = true;
        }},
       // Negative: flips the ordering of the logits.
-      {"negative", [base](AttentionCase& c, Rng&) { base(c); c.scale = -0.3f; }},
-      {"minus_one", [base](AttentionCase& c, Rng&) { base(c); c.scale = -1.0f; }},
+      {"negative", [base](Case& c, Rng&) { base(c); c.scale = -0.3f; }},
+      {"minus_one", [base](Case& c, Rng&) { base(c); c.scale = -1.0f; }},
       // Custom small and O(1) scales.
-      {"small", [base](AttentionCase& c, Rng&) { base(c); c.scale = 0.01f; }},
-      {"one", [base](AttentionCase& c, Rng&) { base(c); c.scale = 1.0f; }},
+      {"small", [base](Case& c, Rng&) { base(c); c.scale = 0.01f; }},
+      {"one", [base](Case& c, Rng&) { base(c); c.scale = 1.0f; }},
       // Large logits (|s| up to ~150): no overflow; the fp32 rounding of s (ulp 1.5e-5) sets
       // the error, so no 1e-5 cap and a floor of a few such ulps.
-      {"large_30", [base](AttentionCase& c, Rng&) {
+      {"large_30", [base](Case& c, Rng&) {
          base(c);
          c.scale = 30.0f;
          c.unit_scale = false;
          c.floor = 1e-4;
        }},
       // |s| ~ 1e4 (ulp 1e-3): checks overflow and NaN, not precision; weights are nearly one-hot.
-      {"huge_1e4", [base](AttentionCase& c, Rng&) {
+      {"huge_1e4", [base](Case& c, Rng&) {
          base(c);
          c.scale = 1e4f;
          c.unit_scale = false;
          c.floor = 1e-2;
        }},
       // Large input values with the default scale: |V| up to 30, |s| up to ~500 (ulp 3e-5).
-      {"large_inputs", [](AttentionCase& c, Rng&) {
+      {"large_inputs", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 16, 33, 16, 16);
          c.lo = -30.0f;
          c.hi = 30.0f;
@@ -500,24 +501,24 @@ TEST_P(Differential, Scale) {
 TEST_P(Differential, EmptyAndDegenerateShapes) {
   std::vector<Row> rows = {
       // The smallest problem.
-      {"one_by_one", [](AttentionCase& c, Rng&) { c.dims(1, 1, 1, 1, 1, 1, 1); }},
+      {"one_by_one", [](Case& c, Rng&) { c.dims(1, 1, 1, 1, 1, 1, 1); }},
       // No queries: nothing to compute or write.
-      {"lq0", [](AttentionCase& c, Rng&) { c.dims(2, 2, 1, 0, 17, 8, 8); }},
+      {"lq0", [](Case& c, Rng&) { c.dims(2, 2, 1, 0, 17, 8, 8); }},
       // No batches.
-      {"b0", [](AttentionCase& c, Rng&) { c.dims(0, 2, 1, 5, 17, 8, 8); }},
+      {"b0", [](Case& c, Rng&) { c.dims(0, 2, 1, 5, 17, 8, 8); }},
       // No keys: every row fully masked (policy zero here; all policies in FullyMaskedRows).
-      {"lk0", [](AttentionCase& c, Rng&) { c.dims(1, 2, 1, 5, 0, 8, 8).storage(Storage::padded_bhld); }},
+      {"lk0", [](Case& c, Rng&) { c.dims(1, 2, 1, 5, 0, 8, 8).storage(Storage::padded_bhld); }},
       // D = 0: every logit 0, uniform weights (scale defaults to 1).
-      {"d0", [](AttentionCase& c, Rng&) { c.dims(1, 2, 2, 7, 19, 0, 5); }},
+      {"d0", [](Case& c, Rng&) { c.dims(1, 2, 2, 7, 19, 0, 5); }},
       // D = 0 with causal: uniform over the causal prefix of each row.
-      {"d0_causal", [](AttentionCase& c, Rng&) {
+      {"d0_causal", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 9, 9, 0, 3);
          c.causal = true;
        }},
       // Dv = 0: O is empty, weights and lse are still computed.
-      {"dv0", [](AttentionCase& c, Rng&) { c.dims(1, 1, 1, 6, 11, 4, 0); }},
+      {"dv0", [](Case& c, Rng&) { c.dims(1, 1, 1, 6, 11, 4, 0); }},
       // A single key: weight 1 (or 0 when masked).
-      {"lk1_padded_queries", [](AttentionCase& c, Rng&) {
+      {"lk1_padded_queries", [](Case& c, Rng&) {
          c.dims(2, 1, 1, 7, 1, 8, 8);
          c.query_lengths = lengths({7, 3});
        }},
@@ -531,19 +532,19 @@ TEST_P(Differential, EmptyAndDegenerateShapes) {
 
 TEST_P(Differential, BiasBroadcastShapes) {
   // B=2, Hq=4 (GQA over Hkv=2), 33 x 70: crosses a tile edge in both directions.
-  auto base = [](AttentionCase& c) { c.dims(2, 4, 2, 33, 70, 16, 16); };
+  auto base = [](Case& c) { c.dims(2, 4, 2, 33, 70, 16, 16); };
   std::vector<Row> rows = {
       // Full [B, Hq, Lq, Lk].
-      {"full", [base](AttentionCase& c, Rng& rng) { base(c); c.bias = random_bias(rng, {2, 4, 33, 70}); }},
+      {"full", [base](Case& c, Rng& rng) { base(c); c.bias = random_bias(rng, {2, 4, 33, 70}); }},
       // Key padding as a bias [B, 1, 1, Lk] with -inf on masked keys (the ONNX / HF pattern).
-      {"key_padding_b11k", [base](AttentionCase& c, Rng& rng) {
+      {"key_padding_b11k", [base](Case& c, Rng& rng) {
          base(c);
          c.bias = random_bias(rng, {2, 1, 1, 70});
          for (int64_t j = 50; j < 70; ++j) c.bias.at(0, 0, 0, j) = -kInf;
          for (int64_t j = 0; j < 70; j += 3) c.bias.at(1, 0, 0, j) = -kInf;
        }},
       // A shared [1, 1, Lq, Lk] mask: causal expressed as a bias.
-      {"causal_as_bias_11qk", [base](AttentionCase& c, Rng&) {
+      {"causal_as_bias_11qk", [base](Case& c, Rng&) {
          base(c);
          c.bias = MaskBuffer<float>::dense({1, 1, 33, 70}, 0.0f);
          for (int64_t i = 0; i < 33; ++i)
@@ -551,18 +552,18 @@ TEST_P(Differential, BiasBroadcastShapes) {
              if (j > i + (70 - 33)) c.bias.at(0, 0, i, j) = -kInf;
        }},
       // Random [1, 1, Lq, Lk].
-      {"random_11qk", [base](AttentionCase& c, Rng& rng) { base(c); c.bias = random_bias(rng, {1, 1, 33, 70}); }},
+      {"random_11qk", [base](Case& c, Rng& rng) { base(c); c.bias = random_bias(rng, {1, 1, 33, 70}); }},
       // Per-head constant [1, Hq, 1, 1] (softmax-invariant, but must still broadcast).
-      {"per_head_1h11", [base](AttentionCase& c, Rng& rng) { base(c); c.bias = random_bias(rng, {1, 4, 1, 1}, -5, 5); }},
+      {"per_head_1h11", [base](Case& c, Rng& rng) { base(c); c.bias = random_bias(rng, {1, 4, 1, 1}, -5, 5); }},
       // Per-row constants [B, 1, Lq, 1] (Lk stride 0).
-      {"per_row_b1q1", [base](AttentionCase& c, Rng& rng) { base(c); c.bias = random_bias(rng, {2, 1, 33, 1}, -5, 5); }},
+      {"per_row_b1q1", [base](Case& c, Rng& rng) { base(c); c.bias = random_bias(rng, {2, 1, 33, 1}, -5, 5); }},
       // One key row shared by everything [1, 1, 1, Lk].
-      {"keys_111k", [base](AttentionCase& c, Rng& rng) { base(c); c.bias = random_bias(rng, {1, 1, 1, 70}); }},
+      {"keys_111k", [base](Case& c, Rng& rng) { base(c); c.bias = random_bias(rng, {1, 1, 1, 70}); }},
       // [B, Hq, 1, Lk]: per-head key bias.
-      {"bh1k", [base](AttentionCase& c, Rng& rng) { base(c); c.bias = random_bias(rng, {2, 4, 1, 70}); }},
+      {"bh1k", [base](Case& c, Rng& rng) { base(c); c.bias = random_bias(rng, {2, 4, 1, 70}); }},
       // A strided view: head dimension broadcast by stride 0 with its full size, rows padded
       // with NaN that must never be read.
-      {"strided_view", [base](AttentionCase& c, Rng& rng) {
+      {"strided_view", [base](Case& c, Rng& rng) {
          base(c);
          const int64_t row = 70 + 3;
          c.bias.shape = {2, 4, 33, 70};
@@ -573,7 +574,7 @@ TEST_P(Differential, BiasBroadcastShapes) {
              for (int64_t j = 0; j < 70; ++j) c.bias.at(b, 0, i, j) = rng.uniform(-2, 2);
        }},
       // Bias on a decode row over a long cache.
-      {"decode_b11k", [](AttentionCase& c, Rng& rng) {
+      {"decode_b11k", [](Case& c, Rng& rng) {
          c.dims(2, 2, 2, 1, 257, 32, 32);
          c.bias = random_bias(rng, {2, 1, 1, 257});
        }},
@@ -582,33 +583,33 @@ TEST_P(Differential, BiasBroadcastShapes) {
 }
 
 TEST_P(Differential, AllowedBroadcastShapes) {
-  auto base = [](AttentionCase& c) { c.dims(2, 4, 2, 33, 70, 16, 16); };
+  auto base = [](Case& c) { c.dims(2, 4, 2, 33, 70, 16, 16); };
   std::vector<Row> rows = {
       // Full random [B, Hq, Lq, Lk], mostly allowed.
-      {"full_p70", [base](AttentionCase& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 4, 33, 70}, 0.7); }},
+      {"full_p70", [base](Case& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 4, 33, 70}, 0.7); }},
       // Sparse: many rows with one or no key (fully masked rows appear).
-      {"full_p05", [base](AttentionCase& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 4, 33, 70}, 0.05); }},
+      {"full_p05", [base](Case& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 4, 33, 70}, 0.05); }},
       // Key padding mask [B, 1, 1, Lk].
-      {"key_padding_b11k", [base](AttentionCase& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 1, 1, 70}, 0.6); }},
+      {"key_padding_b11k", [base](Case& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 1, 1, 70}, 0.6); }},
       // Shared [1, 1, Lq, Lk] pattern.
-      {"shared_11qk", [base](AttentionCase& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {1, 1, 33, 70}, 0.5); }},
+      {"shared_11qk", [base](Case& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {1, 1, 33, 70}, 0.5); }},
       // Whole heads switched off [1, Hq, 1, 1].
-      {"heads_1h11", [base](AttentionCase& c, Rng&) {
+      {"heads_1h11", [base](Case& c, Rng&) {
          base(c);
          c.allowed = MaskBuffer<uint8_t>::dense({1, 4, 1, 1}, 1);
          c.allowed.at(0, 2, 0, 0) = 0;
        }},
       // Query rows switched off [B, 1, Lq, 1].
-      {"rows_b1q1", [base](AttentionCase& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 1, 33, 1}, 0.7); }},
+      {"rows_b1q1", [base](Case& c, Rng& rng) { base(c); c.allowed = random_allowed(rng, {2, 1, 33, 1}, 0.7); }},
       // Nonzero values other than 1 mean allowed too.
-      {"nonzero_is_true", [base](AttentionCase& c, Rng& rng) {
+      {"nonzero_is_true", [base](Case& c, Rng& rng) {
          base(c);
          c.allowed = random_allowed(rng, {2, 4, 33, 70}, 0.7);
          for (uint8_t& x : c.allowed.data)
            if (x) x = static_cast<uint8_t>(rng.uniform_int(1, 255));
        }},
       // Whole 64-key blocks off and on: a kernel may skip or fast-path them.
-      {"block_pattern", [](AttentionCase& c, Rng&) {
+      {"block_pattern", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 70, 200, 16, 16);
          c.allowed = MaskBuffer<uint8_t>::dense({1, 1, 70, 200}, 0);
          for (int64_t i = 0; i < 70; ++i)
@@ -616,7 +617,7 @@ TEST_P(Differential, AllowedBroadcastShapes) {
              c.allowed.at(0, 0, i, j) = ((j / 64 + i / 32) % 2 == 0) ? 1 : 0;
        }},
       // A strided view: padded rows (padding 0x5A must not be read), batch broadcast by stride 0.
-      {"strided_view", [base](AttentionCase& c, Rng& rng) {
+      {"strided_view", [base](Case& c, Rng& rng) {
          base(c);
          const int64_t row = 70 + 5;
          c.allowed.shape = {2, 4, 33, 70};
@@ -633,23 +634,23 @@ TEST_P(Differential, AllowedBroadcastShapes) {
 TEST_P(Differential, SequenceLengths) {
   std::vector<Row> rows = {
       // Key lengths around tile and lane edges, plus 0 and full.
-      {"key_lengths", [](AttentionCase& c, Rng&) {
+      {"key_lengths", [](Case& c, Rng&) {
          c.dims(8, 2, 1, 17, 129, 16, 16);
          c.key_lengths = lengths({129, 0, 1, 63, 64, 65, 128, 15});
        }},
       // Query lengths: padding rows attend nothing.
-      {"query_lengths", [](AttentionCase& c, Rng&) {
+      {"query_lengths", [](Case& c, Rng&) {
          c.dims(6, 2, 2, 70, 33, 16, 16);
          c.query_lengths = lengths({70, 0, 1, 63, 64, 65});
        }},
       // Both, with the padded diagonal: bottom-right uses the valid lengths.
-      {"both_causal_bottom_right", [](AttentionCase& c, Rng&) {
+      {"both_causal_bottom_right", [](Case& c, Rng&) {
          c.dims(4, 2, 2, 40, 70, 16, 16);
          c.causal = true;
          c.key_lengths = lengths({70, 33, 65, 5});
          c.query_lengths = lengths({40, 17, 40, 7});
        }},
-      {"both_causal_top_left", [](AttentionCase& c, Rng&) {
+      {"both_causal_top_left", [](Case& c, Rng&) {
          c.dims(4, 2, 2, 40, 70, 16, 16);
          c.causal = true;
          c.align = Align::top_left;
@@ -657,7 +658,7 @@ TEST_P(Differential, SequenceLengths) {
          c.query_lengths = lengths({40, 17, 40, 7});
        }},
       // Query length longer than key length under bottom-right: leading rows fully masked.
-      {"qlen_gt_klen_bottom_right", [](AttentionCase& c, Rng&) {
+      {"qlen_gt_klen_bottom_right", [](Case& c, Rng&) {
          c.dims(2, 1, 1, 64, 64, 16, 16);
          c.causal = true;
          c.key_lengths = lengths({20, 64});
@@ -677,7 +678,7 @@ TEST_P(Differential, CausalAlignments) {
     for (Align a : {Align::bottom_right, Align::top_left}) {
       const std::string name = std::string(a == Align::bottom_right ? "br" : "tl") + "_lq" +
                                std::to_string(lq) + "_lk" + std::to_string(lk);
-      rows.push_back({name, [lq = lq, lk = lk, a](AttentionCase& c, Rng&) {
+      rows.push_back({name, [lq = lq, lk = lk, a](Case& c, Rng&) {
                         c.dims(1, 2, 1, lq, lk, 16, 16);
                         c.causal = true;
                         c.align = a;
@@ -695,18 +696,18 @@ TEST_P(Differential, SlidingWindows) {
   for (auto [left, right] : windows) {
     const std::string w = "w" + std::to_string(left) + "_" + std::to_string(right);
     // Square, no causal flag: the window alone.
-    rows.push_back({w + "_square", [left = left, right = right](AttentionCase& c, Rng&) {
+    rows.push_back({w + "_square", [left = left, right = right](Case& c, Rng&) {
                       c.dims(1, 2, 2, 150, 150, 16, 16);
                       c.window = {left, right};
                     }});
     // With causal (right side clipped to the diagonal), Lq < Lk bottom-right.
-    rows.push_back({w + "_causal_br", [left = left, right = right](AttentionCase& c, Rng&) {
+    rows.push_back({w + "_causal_br", [left = left, right = right](Case& c, Rng&) {
                       c.dims(1, 1, 1, 40, 150, 16, 16);
                       c.window = {left, right};
                       c.causal = true;
                     }});
     // Top-left with Lq > Lk and key padding.
-    rows.push_back({w + "_tl_keylen", [left = left, right = right](AttentionCase& c, Rng&) {
+    rows.push_back({w + "_tl_keylen", [left = left, right = right](Case& c, Rng&) {
                       c.dims(2, 1, 1, 90, 70, 16, 16);
                       c.window = {left, right};
                       c.align = Align::top_left;
@@ -719,55 +720,55 @@ TEST_P(Differential, SlidingWindows) {
 TEST_P(Differential, PrefixLm) {
   std::vector<Row> rows = {
       // Bidirectional prefix shorter than a tile, then causal.
-      {"p5", [](AttentionCase& c, Rng&) {
+      {"p5", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 100, 100, 16, 16);
          c.causal = true;
          c.prefix = 5;
        }},
       // Prefix ending exactly on and just past a tile edge.
-      {"p64", [](AttentionCase& c, Rng&) {
+      {"p64", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 100, 100, 16, 16);
          c.causal = true;
          c.prefix = 64;
        }},
-      {"p65", [](AttentionCase& c, Rng&) {
+      {"p65", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 100, 100, 16, 16);
          c.causal = true;
          c.prefix = 65;
        }},
       // Prefix covering every key: fully bidirectional.
-      {"p_all", [](AttentionCase& c, Rng&) {
+      {"p_all", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 33, 33, 16, 16);
          c.causal = true;
          c.prefix = 33;
        }},
       // Prefix with a sliding window: the prefix stays visible outside the window.
-      {"p10_window", [](AttentionCase& c, Rng&) {
+      {"p10_window", [](Case& c, Rng&) {
          c.dims(1, 2, 1, 120, 120, 16, 16);
          c.window = {4, 0};
          c.prefix = 10;
        }},
       // Prefix longer than some batches' key length: key padding still wins (rules AND).
-      {"p40_keylen", [](AttentionCase& c, Rng&) {
+      {"p40_keylen", [](Case& c, Rng&) {
          c.dims(2, 1, 1, 60, 60, 16, 16);
          c.causal = true;
          c.prefix = 40;
          c.key_lengths = lengths({60, 25});
        }},
       // Lq != Lk, both alignments.
-      {"p20_br_lq30_lk90", [](AttentionCase& c, Rng&) {
+      {"p20_br_lq30_lk90", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 30, 90, 16, 16);
          c.causal = true;
          c.prefix = 20;
        }},
-      {"p20_tl_lq30_lk90", [](AttentionCase& c, Rng&) {
+      {"p20_tl_lq30_lk90", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 30, 90, 16, 16);
          c.causal = true;
          c.align = Align::top_left;
          c.prefix = 20;
        }},
       // Prefix 0 is plain causal.
-      {"p0", [](AttentionCase& c, Rng&) {
+      {"p0", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 40, 40, 16, 16);
          c.causal = true;
          c.prefix = 0;
@@ -779,32 +780,32 @@ TEST_P(Differential, PrefixLm) {
 TEST_P(Differential, Segments) {
   std::vector<Row> rows = {
       // Packed documents with causal: block-diagonal causal attention.
-      {"packed_causal", [](AttentionCase& c, Rng& rng) {
+      {"packed_causal", [](Case& c, Rng& rng) {
          c.dims(2, 2, 2, 100, 100, 16, 16);
          c.causal = true;
          c.query_segments = packed_segments(rng, 2, 100, 0.05);
          c.key_segments = c.query_segments;
        }},
       // Packed documents, bidirectional inside each.
-      {"packed_bidirectional", [](AttentionCase& c, Rng& rng) {
+      {"packed_bidirectional", [](Case& c, Rng& rng) {
          c.dims(1, 1, 1, 130, 130, 16, 16);
          c.query_segments = packed_segments(rng, 1, 130, 0.03);
          c.key_segments = c.query_segments;
        }},
       // Random ids, Lq != Lk: scattered per-element masking.
-      {"random_ids", [](AttentionCase& c, Rng& rng) {
+      {"random_ids", [](Case& c, Rng& rng) {
          c.dims(2, 2, 1, 33, 70, 16, 16);
          c.query_segments = random_segments(rng, 2, 33, 3);
          c.key_segments = random_segments(rng, 2, 70, 3);
        }},
       // Query ids absent from the keys: fully masked rows.
-      {"absent_ids", [](AttentionCase& c, Rng& rng) {
+      {"absent_ids", [](Case& c, Rng& rng) {
          c.dims(1, 2, 2, 20, 40, 16, 16);
          c.query_segments = random_segments(rng, 1, 20, 4);
          c.key_segments = random_segments(rng, 1, 40, 2);
        }},
       // With key padding and GQA.
-      {"keylen_gqa", [](AttentionCase& c, Rng& rng) {
+      {"keylen_gqa", [](Case& c, Rng& rng) {
          c.dims(2, 6, 2, 50, 80, 16, 16);
          c.key_lengths = lengths({80, 41});
          c.query_segments = packed_segments(rng, 2, 50, 0.1);
@@ -817,37 +818,37 @@ TEST_P(Differential, Segments) {
 TEST_P(Differential, AlibiSlopes) {
   std::vector<Row> rows = {
       // Bidirectional: distance |d(i) - j| on both sides of the diagonal.
-      {"bidirectional", [](AttentionCase& c, Rng&) {
+      {"bidirectional", [](Case& c, Rng&) {
          c.dims(1, 8, 8, 33, 33, 16, 16);
          c.alibi = alibi_slopes(8);
        }},
       // Causal bottom-right with Lq < Lk: the diagonal is shifted by Lk - Lq.
-      {"causal_br", [](AttentionCase& c, Rng&) {
+      {"causal_br", [](Case& c, Rng&) {
          c.dims(1, 4, 2, 30, 90, 16, 16);
          c.causal = true;
          c.alibi = alibi_slopes(4);
        }},
       // Top-left alignment: distance from d(i) = i.
-      {"causal_tl", [](AttentionCase& c, Rng&) {
+      {"causal_tl", [](Case& c, Rng&) {
          c.dims(1, 4, 2, 30, 90, 16, 16);
          c.causal = true;
          c.align = Align::top_left;
          c.alibi = alibi_slopes(4);
        }},
       // Padded lengths move the diagonal (d(i) = i + kLen - qLen).
-      {"padded_lengths", [](AttentionCase& c, Rng&) {
+      {"padded_lengths", [](Case& c, Rng&) {
          c.dims(3, 2, 1, 40, 70, 16, 16);
          c.alibi = alibi_slopes(2);
          c.key_lengths = lengths({70, 31, 65});
          c.query_lengths = lengths({40, 12, 40});
        }},
       // Zero and negative slopes (a negative slope rewards distance).
-      {"zero_negative", [](AttentionCase& c, Rng&) {
+      {"zero_negative", [](Case& c, Rng&) {
          c.dims(1, 3, 3, 20, 40, 16, 16);
          c.alibi = {0.0f, -0.25f, 0.5f};
        }},
       // Steep slopes: logits down to about -1000, so no 1e-5 cap.
-      {"steep", [](AttentionCase& c, Rng&) {
+      {"steep", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 64, 130, 16, 16);
          c.alibi = {8.0f, 1.0f};
          c.unit_scale = false;
@@ -865,31 +866,31 @@ std::vector<float> random_sinks(Rng& rng, int64_t hq) {
 
 TEST_P(Differential, Sinks) {
   std::vector<Row> rows = {
-      {"dense", [](AttentionCase& c, Rng& rng) {
+      {"dense", [](Case& c, Rng& rng) {
          c.dims(2, 4, 2, 33, 70, 16, 16);
          c.sinks = random_sinks(rng, 4);
        }},
       // Sinks far above and far below the logits: the max moves to the sink, or the sink vanishes.
-      {"dominant_and_negligible", [](AttentionCase& c, Rng&) {
+      {"dominant_and_negligible", [](Case& c, Rng&) {
          c.dims(1, 3, 1, 20, 40, 16, 8);
          c.sinks = {30.0f, -30.0f, 0.0f};
        }},
       // Decode shapes (GQA, few rows), causal bottom-right with padded keys.
-      {"decode_causal_padded", [](AttentionCase& c, Rng& rng) {
+      {"decode_causal_padded", [](Case& c, Rng& rng) {
          c.dims(3, 8, 2, 2, 300, 32, 32);
          c.causal = true;
          c.key_lengths = lengths({300, 17, 0});
          c.sinks = random_sinks(rng, 8);
        }},
       // Fully masked rows under every policy: only the sink remains, O = 0 and lse = sink.
-      {"fully_masked_rows", [](AttentionCase& c, Rng& rng) {
+      {"fully_masked_rows", [](Case& c, Rng& rng) {
          c.dims(2, 2, 2, 17, 40, 16, 16);
          c.key_lengths = lengths({40, 0});
          c.query_lengths = lengths({10, 17});
          c.sinks = {1.5f, -kInf};  // head 1: no sink, the policy decides
          c.policy = rng.bernoulli(0.5) ? FullyMasked::nan : FullyMasked::uniform;
        }},
-      {"with_every_rule", [](AttentionCase& c, Rng& rng) {
+      {"with_every_rule", [](Case& c, Rng& rng) {
          c.dims(2, 4, 2, 64, 96, 16, 16);
          c.causal = true;
          c.window = {40, -1};
@@ -914,29 +915,29 @@ std::vector<int32_t> random_tree(Rng& rng, int64_t n) {
 // pre-order ranges); the boolean-mask equivalence is in the conformance suite.
 TEST_P(Differential, TreeVerification) {
   std::vector<Row> rows = {
-      {"chain_is_causal", [](AttentionCase& c, Rng&) {
+      {"chain_is_causal", [](Case& c, Rng&) {
          c.dims(1, 4, 1, 16, 200, 32, 32);
          c.causal = true;
          for (int i = 0; i < 16; ++i) c.tree.push_back(i - 1);
        }},
-      {"medusa_like_16", [](AttentionCase& c, Rng& rng) {
+      {"medusa_like_16", [](Case& c, Rng& rng) {
          c.dims(1, 8, 2, 16, 500, 64, 64);
          c.causal = true;
          c.tree = random_tree(rng, 16);
        }},
-      {"per_sequence_trees_ragged", [](AttentionCase& c, Rng& rng) {
+      {"per_sequence_trees_ragged", [](Case& c, Rng& rng) {
          c.dims(3, 4, 4, 24, 150, 16, 16);
          c.key_lengths = lengths({150, 24, 77});
          for (int b = 0; b < 3; ++b)
            for (int32_t x : random_tree(rng, 24)) c.tree.push_back(x);
        }},
-      {"many_nodes_prefill", [](AttentionCase& c, Rng& rng) {
+      {"many_nodes_prefill", [](Case& c, Rng& rng) {
          c.dims(1, 2, 1, 100, 260, 16, 16);
          c.causal = true;
          c.tree = random_tree(rng, 100);
          c.sinks = {0.5f, -1.0f};
        }},
-      {"with_window_and_allowed", [](AttentionCase& c, Rng& rng) {
+      {"with_window_and_allowed", [](Case& c, Rng& rng) {
          c.dims(2, 2, 1, 12, 90, 16, 16);
          c.causal = true;
          c.window = {30, 0};
@@ -955,22 +956,22 @@ TEST_P(Differential, Rope) {
   std::vector<Row> rows;
   for (RopeLayout layout : {RopeLayout::halves, RopeLayout::interleaved}) {
     const std::string l = layout == RopeLayout::halves ? "halves" : "interleaved";
-    rows.push_back({l + "_prefill_causal", [=](AttentionCase& c, Rng&) {
+    rows.push_back({l + "_prefill_causal", [=](Case& c, Rng&) {
                       c.dims(1, 2, 2, 70, 70, 64, 32);
                       c.causal = true;
                       c.rope = Rope{10000, 0, layout, 0};
                     }});
-    rows.push_back({l + "_decode_gqa_offset", [=](AttentionCase& c, Rng&) {
+    rows.push_back({l + "_decode_gqa_offset", [=](Case& c, Rng&) {
                       c.dims(2, 8, 2, 1, 300, 128, 128);
                       c.causal = true;
                       c.rope = Rope{500000, 0, layout, 4000};
                     }});
-    rows.push_back({l + "_partial_dims", [=](AttentionCase& c, Rng&) {
+    rows.push_back({l + "_partial_dims", [=](Case& c, Rng&) {
                       c.dims(2, 4, 1, 5, 129, 59 + 1, 17);  // dims 16 of D 60 (GPT-J rotates the first 64 of 256)
                       c.causal = true;
                       c.rope = Rope{10000, 16, layout, 0};
                     }});
-    rows.push_back({l + "_blhd_window_lengths", [=](AttentionCase& c, Rng&) {
+    rows.push_back({l + "_blhd_window_lengths", [=](Case& c, Rng&) {
                       c.dims(2, 4, 2, 33, 100, 32, 32);
                       c.storage(Storage::blhd);
                       c.causal = true;
@@ -978,16 +979,16 @@ TEST_P(Differential, Rope) {
                       c.key_lengths = lengths({100, 60});
                       c.rope = Rope{10000, 32, layout, 7};
                     }});
-    rows.push_back({l + "_large_positions", [=](AttentionCase& c, Rng&) {  // angles formed in double at p ~ 2^31
+    rows.push_back({l + "_large_positions", [=](Case& c, Rng&) {  // angles formed in double at p ~ 2^31
                       c.dims(1, 2, 1, 3, 40, 16, 16);
                       c.rope = Rope{10000, 0, layout, (int64_t(1) << 31) - 100};
                     }});
   }
-  rows.push_back({"lq_beyond_lk_negative_positions", [=](AttentionCase& c, Rng&) {  // query 0 at Lk - Lq < 0
+  rows.push_back({"lq_beyond_lk_negative_positions", [=](Case& c, Rng&) {  // query 0 at Lk - Lq < 0
                     c.dims(1, 2, 1, 20, 8, 16, 16);
                     c.rope = Rope{100, 0, RopeLayout::halves, 0};
                   }});
-  rows.push_back({"with_tree_sinks_alibi", [=](AttentionCase& c, Rng& rng) {
+  rows.push_back({"with_tree_sinks_alibi", [=](Case& c, Rng& rng) {
                     c.dims(1, 4, 2, 12, 90, 32, 32);
                     c.causal = true;
                     c.tree = random_tree(rng, 12);
@@ -1001,25 +1002,25 @@ TEST_P(Differential, Rope) {
 TEST_P(Differential, Softcap) {
   std::vector<Row> rows = {
       // A cap near the logit range (Gemma 2 uses 50 for attention at larger scales).
-      {"cap5", [](AttentionCase& c, Rng&) {
+      {"cap5", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 33, 70, 32, 32);
          c.softcap = 5.0f;
          c.scale = 3.0f;
          c.unit_scale = false;
        }},
       // A cap well below the logits: tanh saturates.
-      {"cap0_5_saturating", [](AttentionCase& c, Rng&) {
+      {"cap0_5_saturating", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 33, 70, 32, 32);
          c.softcap = 0.5f;
          c.scale = 20.0f;
        }},
       // A cap far above the logits: nearly the identity.
-      {"cap50", [](AttentionCase& c, Rng&) {
+      {"cap50", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 17, 40, 16, 16);
          c.softcap = 50.0f;
        }},
       // Softcap before bias: -inf entries stay -inf, finite bias is added after the cap.
-      {"with_bias_inf", [](AttentionCase& c, Rng& rng) {
+      {"with_bias_inf", [](Case& c, Rng& rng) {
          c.dims(1, 2, 2, 20, 45, 16, 16);
          c.softcap = 2.0f;
          c.scale = 4.0f;
@@ -1028,7 +1029,7 @@ TEST_P(Differential, Softcap) {
            if (rng.bernoulli(0.2)) x = -kInf;
        }},
       // Softcap with causal and ALiBi (ALiBi is added after the cap).
-      {"with_causal_alibi", [](AttentionCase& c, Rng&) {
+      {"with_causal_alibi", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 40, 40, 16, 16);
          c.softcap = 1.5f;
          c.scale = 2.0f;
@@ -1041,10 +1042,10 @@ TEST_P(Differential, Softcap) {
 
 TEST_P(Differential, ExtremeBiasValues) {
   // Contract edge cases: -inf, -1e4, -1e9, -3.4e38 biases.
-  auto base = [](AttentionCase& c) { c.dims(1, 2, 2, 24, 70, 16, 16); };
+  auto base = [](Case& c) { c.dims(1, 2, 2, 24, 70, 16, 16); };
   std::vector<Row> rows = {
       // A random mix per element (every row keeps some 0-bias keys).
-      {"mixed_per_element", [base](AttentionCase& c, Rng& rng) {
+      {"mixed_per_element", [base](Case& c, Rng& rng) {
          base(c);
          const float values[] = {-kInf, -1e4f, -1e9f, -3.4e38f};
          c.bias = MaskBuffer<float>::dense({1, 2, 24, 70}, 0.0f);
@@ -1052,7 +1053,7 @@ TEST_P(Differential, ExtremeBiasValues) {
            if (rng.bernoulli(0.4)) x = values[rng.uniform_int(0, 3)];
        }},
       // Rows whose only finite keys have -1e4: softmax over those, shifted.
-      {"rows_only_minus_1e4", [base](AttentionCase& c, Rng& rng) {
+      {"rows_only_minus_1e4", [base](Case& c, Rng& rng) {
          base(c);
          c.bias = MaskBuffer<float>::dense({1, 1, 24, 70}, -kInf);
          for (float& x : c.bias.data)
@@ -1064,7 +1065,7 @@ TEST_P(Differential, ExtremeBiasValues) {
       // all round to the same value and the weights become (nearly) uniform, like the naive fp32
       // reference (hence no cap). A kernel that multiplies -3.4e38 by log2(e) gets -inf and
       // wrongly treats the row as fully masked.
-      {"rows_all_huge_negative", [base](AttentionCase& c, Rng& rng) {
+      {"rows_all_huge_negative", [base](Case& c, Rng& rng) {
          base(c);
          c.bias = random_bias(rng, {1, 1, 24, 70});
          for (int64_t j = 0; j < 70; ++j) {
@@ -1075,7 +1076,7 @@ TEST_P(Differential, ExtremeBiasValues) {
          c.unit_scale = false;
        }},
       // -3.4e38 bias with ALiBi and softcap added: must not overflow to -inf or NaN.
-      {"huge_negative_plus_alibi", [base](AttentionCase& c, Rng&) {
+      {"huge_negative_plus_alibi", [base](Case& c, Rng&) {
          base(c);
          c.bias = MaskBuffer<float>::dense({1, 1, 24, 70}, 0.0f);
          for (int64_t j = 0; j < 70; j += 2) c.bias.at(0, 0, 0, j) = -3.4e38f;
@@ -1090,14 +1091,14 @@ TEST_P(Differential, ExtremeBiasValues) {
 TEST_P(Differential, MaskCombinations) {
   std::vector<Row> rows = {
       // The usual decoder batch: causal + key/query padding + GQA + sequence-major storage.
-      {"decoder_batch", [](AttentionCase& c, Rng&) {
+      {"decoder_batch", [](Case& c, Rng&) {
          c.dims(3, 6, 2, 40, 70, 32, 32).storage(Storage::blhd);
          c.causal = true;
          c.key_lengths = lengths({70, 50, 1});
          c.query_lengths = lengths({40, 25, 1});
        }},
       // Everything at once.
-      {"all_rules", [](AttentionCase& c, Rng& rng) {
+      {"all_rules", [](Case& c, Rng& rng) {
          c.dims(2, 4, 2, 50, 90, 24, 16);
          c.causal = true;
          c.window = {30, -1};
@@ -1112,7 +1113,7 @@ TEST_P(Differential, MaskCombinations) {
          c.softcap = 8.0f;
        }},
       // Window + segments + bias, top-left.
-      {"window_segments_bias_tl", [](AttentionCase& c, Rng& rng) {
+      {"window_segments_bias_tl", [](Case& c, Rng& rng) {
          c.dims(1, 2, 2, 80, 80, 16, 16);
          c.window = {10, 3};
          c.align = Align::top_left;
@@ -1121,7 +1122,7 @@ TEST_P(Differential, MaskCombinations) {
          c.bias = random_bias(rng, {1, 1, 80, 80});
        }},
       // Allowed + bias with -inf + causal: three sources of masking on the same pairs.
-      {"allowed_bias_causal", [](AttentionCase& c, Rng& rng) {
+      {"allowed_bias_causal", [](Case& c, Rng& rng) {
          c.dims(2, 2, 1, 64, 64, 16, 16);
          c.causal = true;
          c.allowed = random_allowed(rng, {2, 2, 64, 64}, 0.8);
@@ -1132,7 +1133,7 @@ TEST_P(Differential, MaskCombinations) {
   };
   // Random combinations: each rule on with probability 1/2, random shapes from the length list.
   for (int n = 0; n < 32; ++n) {
-    rows.push_back({"random_" + std::to_string(n), [](AttentionCase& c, Rng& rng) {
+    rows.push_back({"random_" + std::to_string(n), [](Case& c, Rng& rng) {
                       const int64_t hkv = rng.uniform_int(1, 2), hq = hkv * rng.uniform_int(1, 3);
                       const int64_t b = rng.uniform_int(1, 3);
                       const int64_t lq = kLengths[rng.uniform_int(0, std::size(kLengths) - 1)];
@@ -1192,29 +1193,29 @@ TEST_P(Differential, FullyMaskedRows) {
   // different way; all run under zero, nan and uniform.
   const std::vector<Row> scenarios = {
       // A batch with key length 0.
-      {"key_length_0", [](AttentionCase& c, Rng&) {
+      {"key_length_0", [](Case& c, Rng&) {
          c.dims(2, 4, 2, 17, 40, 16, 8);
          c.key_lengths = lengths({40, 0});
        }},
       // Query padding rows.
-      {"query_padding", [](AttentionCase& c, Rng&) {
+      {"query_padding", [](Case& c, Rng&) {
          c.dims(2, 2, 2, 33, 20, 16, 16).storage(Storage::padded_blhd);
          c.query_lengths = lengths({33, 3});
        }},
       // `allowed` false on whole rows.
-      {"allowed_rows_false", [](AttentionCase& c, Rng& rng) {
+      {"allowed_rows_false", [](Case& c, Rng& rng) {
          c.dims(1, 2, 1, 30, 70, 16, 16);
          c.allowed = random_allowed(rng, {1, 2, 30, 70}, 0.8);
          for (int64_t i : {0, 5, 29})
            for (int64_t j = 0; j < 70; ++j) c.allowed.at(0, 1, i, j) = 0;
        }},
       // `allowed` false everywhere.
-      {"allowed_all_false", [](AttentionCase& c, Rng&) {
+      {"allowed_all_false", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 9, 33, 16, 16);
          c.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 1}, 0);
        }},
       // Bias -inf on every key of some rows.
-      {"bias_rows_minus_inf", [](AttentionCase& c, Rng& rng) {
+      {"bias_rows_minus_inf", [](Case& c, Rng& rng) {
          c.dims(2, 2, 1, 21, 65, 16, 16);
          c.bias = random_bias(rng, {2, 1, 21, 65});
          for (int64_t j = 0; j < 65; ++j) {
@@ -1223,19 +1224,19 @@ TEST_P(Differential, FullyMaskedRows) {
          }
        }},
       // No keys at all.
-      {"lk_0", [](AttentionCase& c, Rng&) { c.dims(2, 2, 1, 7, 0, 16, 16); }},
+      {"lk_0", [](Case& c, Rng&) { c.dims(2, 2, 1, 7, 0, 16, 16); }},
       // Bottom-right causal with Lq > Lk: rows i < Lq - Lk see no key.
-      {"causal_lq_gt_lk", [](AttentionCase& c, Rng&) {
+      {"causal_lq_gt_lk", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 70, 20, 16, 16);
          c.causal = true;
        }},
       // A zero-width window pushed off the keys (bottom-right, Lq > Lk).
-      {"window_off_the_keys", [](AttentionCase& c, Rng&) {
+      {"window_off_the_keys", [](Case& c, Rng&) {
          c.dims(1, 1, 1, 40, 30, 16, 16);
          c.window = {0, 0};
        }},
       // Segments with no matching key.
-      {"segments_no_match", [](AttentionCase& c, Rng& rng) {
+      {"segments_no_match", [](Case& c, Rng& rng) {
          c.dims(1, 2, 2, 25, 50, 16, 16);
          c.query_segments = random_segments(rng, 1, 25, 3);
          c.key_segments = random_segments(rng, 1, 50, 2);
@@ -1248,7 +1249,7 @@ TEST_P(Differential, FullyMaskedRows) {
                                          : p == FullyMasked::nan ? "/nan"
                                                                  : "/uniform");
       Rng rng("FullyMaskedRows/" + s.name);  // same data under every policy
-      AttentionCase c;
+      Case c;
       s.setup(c, rng);
       c.policy = p;
       SCOPED_TRACE("case " + name + ": " + describe(c));
@@ -1277,41 +1278,41 @@ float garbage(int64_t n) {
 
 struct GarbageRow {
   std::string name;
-  std::function<void(AttentionCase&, Rng&)> setup;
+  std::function<void(Case&, Rng&)> setup;
   // Keys (b, kv head, j) and query rows (b, q head, i) that no rule lets anything attend.
-  std::function<bool(const AttentionCase&, int64_t, int64_t, int64_t)> dirty_key;
-  std::function<bool(const AttentionCase&, int64_t, int64_t, int64_t)> dirty_query;
+  std::function<bool(const Case&, int64_t, int64_t, int64_t)> dirty_key;
+  std::function<bool(const Case&, int64_t, int64_t, int64_t)> dirty_query;
 };
 
 TEST_P(Differential, GarbageInMaskedDataDoesNotLeak) {
-  auto none = [](const AttentionCase&, int64_t, int64_t, int64_t) { return false; };
+  auto none = [](const Case&, int64_t, int64_t, int64_t) { return false; };
   const std::vector<GarbageRow> rows = {
       // Padding keys beyond key_lengths, spanning several tiles.
       {"key_padding",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(4, 2, 1, 20, 150, 16, 16);
          c.key_lengths = lengths({5, 64, 0, 129});
        },
-       [](const AttentionCase& c, int64_t b, int64_t, int64_t j) { return j >= c.key_lengths[b]; }, none},
+       [](const Case& c, int64_t b, int64_t, int64_t j) { return j >= c.key_lengths[b]; }, none},
       // Keys beyond the last query's diagonal, inside the diagonal tile (top-left, Lq < Lk).
       {"causal_diagonal_tile",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 2, 2, 17, 100, 16, 16);
          c.causal = true;
          c.align = Align::top_left;
        },
-       [](const AttentionCase&, int64_t, int64_t, int64_t j) { return j >= 17; }, none},
+       [](const Case&, int64_t, int64_t, int64_t j) { return j >= 17; }, none},
       // Keys outside a narrow window, before and after it.
       {"window",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 1, 1, 16, 128, 16, 16);
          c.align = Align::top_left;
          c.window = {2, 3};
        },
-       [](const AttentionCase&, int64_t, int64_t, int64_t j) { return j >= 19; }, none},
+       [](const Case&, int64_t, int64_t, int64_t j) { return j >= 19; }, none},
       // Keys switched off by a key-padding `allowed` mask.
       {"allowed_keys",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(2, 2, 2, 30, 90, 16, 16);
          c.allowed = MaskBuffer<uint8_t>::dense({2, 1, 1, 90}, 1);
          for (int64_t j = 0; j < 90; ++j) {
@@ -1319,44 +1320,44 @@ TEST_P(Differential, GarbageInMaskedDataDoesNotLeak) {
            c.allowed.at(1, 0, 0, j) = j < 40;
          }
        },
-       [](const AttentionCase&, int64_t b, int64_t, int64_t j) { return b == 0 ? j % 3 == 0 : j >= 40; },
+       [](const Case&, int64_t b, int64_t, int64_t j) { return b == 0 ? j % 3 == 0 : j >= 40; },
        none},
       // Keys whose bias is -inf for every query (an -inf bias masks the pair).
       {"bias_minus_inf_keys",
-       [](AttentionCase& c, Rng& rng) {
+       [](Case& c, Rng& rng) {
          c.dims(1, 2, 1, 25, 70, 16, 16);
          c.bias = random_bias(rng, {1, 1, 1, 70});
          for (int64_t j = 0; j < 70; j += 4) c.bias.at(0, 0, 0, j) = -kInf;
        },
-       [](const AttentionCase&, int64_t, int64_t, int64_t j) { return j % 4 == 0; }, none},
+       [](const Case&, int64_t, int64_t, int64_t j) { return j % 4 == 0; }, none},
       // Keys of a segment no query belongs to.
       {"segments",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 1, 1, 20, 60, 16, 16);
          c.query_segments.assign(20, 1);
          c.key_segments.resize(60);
          for (int64_t j = 0; j < 60; ++j) c.key_segments[j] = (j / 7) % 2 ? 2 : 1;
        },
-       [](const AttentionCase&, int64_t, int64_t, int64_t j) { return (j / 7) % 2 == 1; }, none},
+       [](const Case&, int64_t, int64_t, int64_t j) { return (j / 7) % 2 == 1; }, none},
       // Query padding rows hold garbage: they are fully masked, so O = 0 (never NaN).
       {"query_padding_rows",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(2, 2, 1, 40, 33, 16, 16);
          c.query_lengths = lengths({40, 9});
        },
        none,
-       [](const AttentionCase& c, int64_t b, int64_t, int64_t i) { return i >= c.query_lengths[b]; }},
+       [](const Case& c, int64_t b, int64_t, int64_t i) { return i >= c.query_lengths[b]; }},
       // Leading rows of a bottom-right causal Lq > Lk problem see no key: garbage Q is ignored.
       {"causal_rows_before_first_key",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 1, 1, 50, 20, 16, 16);
          c.causal = true;
        },
-       none, [](const AttentionCase&, int64_t, int64_t, int64_t i) { return i < 30; }},
+       none, [](const Case&, int64_t, int64_t, int64_t i) { return i < 30; }},
   };
   for (const GarbageRow& row : rows) {
     Rng rng("Garbage/" + row.name);
-    AttentionCase c;
+    Case c;
     row.setup(c, rng);
     SCOPED_TRACE("case " + row.name + ": " + describe(c));
     const CaseInputs clean = c.make_inputs(rng);
@@ -1410,43 +1411,43 @@ struct Poison {
 
 struct PropagationRow {
   std::string name;
-  std::function<void(AttentionCase&, Rng&)> setup;
+  std::function<void(Case&, Rng&)> setup;
   std::vector<Poison> poison;
 };
 
 TEST_P(Differential, NanInAttendedDataPropagates) {
   const std::vector<PropagationRow> rows = {
       // NaN in one query element: that row of O is NaN, nothing else.
-      {"q_element", [](AttentionCase& c, Rng&) { c.dims(2, 4, 2, 33, 33, 16, 16); }, {{'q', 1, 2, 5, 3}}},
+      {"q_element", [](Case& c, Rng&) { c.dims(2, 4, 2, 33, 33, 16, 16); }, {{'q', 1, 2, 5, 3}}},
       // NaN in a key shared by a GQA group: every row of the 3 query heads reading it is NaN,
       // the other group is untouched.
       {"k_element_gqa_group",
-       [](AttentionCase& c, Rng&) { c.dims(2, 6, 2, 17, 40, 16, 16); },
+       [](Case& c, Rng&) { c.dims(2, 6, 2, 17, 40, 16, 16); },
        {{'k', 1, 1, 10, 0}}},
       // NaN in one value element: only that output column, in the rows attending the key.
       {"v_element_causal",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 2, 1, 40, 40, 16, 16);
          c.causal = true;
        },
        {{'v', 0, 0, 7, 2}}},
       // NaN in the last key of a causal square: only the last row attends it (diagonal tile).
       {"k_last_key_causal",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 1, 1, 64, 64, 16, 16);
          c.causal = true;
        },
        {{'k', 0, 0, 63, -1}}},
       // NaN in a key inside a sliding window: only the rows whose window holds it.
       {"v_row_window",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 1, 1, 100, 100, 16, 8);
          c.window = {5, 5};
        },
        {{'v', 0, 0, 50, -1}}},
       // NaN in a query padding row is ignored while NaN in a valid row is not.
       {"q_padding_and_valid",
-       [](AttentionCase& c, Rng&) {
+       [](Case& c, Rng&) {
          c.dims(1, 1, 1, 20, 30, 16, 16);
          c.query_lengths = lengths({10});
        },
@@ -1454,14 +1455,14 @@ TEST_P(Differential, NanInAttendedDataPropagates) {
   };
   for (const PropagationRow& row : rows) {
     Rng rng("Propagation/" + row.name);
-    AttentionCase c;
+    Case c;
     row.setup(c, rng);
     c.want_weights = false;  // only O is specified for NaN data
     c.want_lse = false;
     SCOPED_TRACE("case " + row.name + ": " + describe(c));
     const CaseInputs clean = c.make_inputs(rng);
     CaseInputs dirty = clean;
-    AttentionCase with_weights = c;
+    Case with_weights = c;
     with_weights.want_weights = true;
     const CaseReferences ref = run_reference(with_weights, clean);
     if (!ref.ok) continue;
@@ -1500,28 +1501,28 @@ TEST_P(Differential, NanInAttendedDataPropagates) {
 TEST_P(Differential, ConstantBiasShiftInvariance) {
   const std::vector<Row> rows = {
       // Per-row constants [1, 1, Lq, 1] cycling through small, large, positive and negative.
-      {"per_row", [](AttentionCase& c, Rng&) {
+      {"per_row", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 33, 70, 32, 32);
          c.bias = MaskBuffer<float>::dense({1, 1, 33, 1}, 0.0f);
          const float cs[] = {3.5f, -100.0f, 0.25f, -7.75f, 12.0f};
          for (int64_t i = 0; i < 33; ++i) c.bias.at(0, 0, i, 0) = cs[i % 5];
        }},
       // Per-head constants [1, Hq, 1, 1] under GQA.
-      {"per_head", [](AttentionCase& c, Rng&) {
+      {"per_head", [](Case& c, Rng&) {
          c.dims(2, 4, 2, 20, 65, 16, 16);
          c.bias = MaskBuffer<float>::dense({1, 4, 1, 1}, 0.0f);
          const float cs[] = {3.5f, -100.0f, 42.0f, -0.5f};
          for (int64_t h = 0; h < 4; ++h) c.bias.at(0, h, 0, 0) = cs[h];
        }},
       // One constant for everything, with causal and key padding (only allowed keys shift).
-      {"scalar_causal_padded", [](AttentionCase& c, Rng&) {
+      {"scalar_causal_padded", [](Case& c, Rng&) {
          c.dims(2, 2, 1, 40, 40, 16, 16);
          c.causal = true;
          c.key_lengths = lengths({40, 23});
          c.bias = MaskBuffer<float>::dense({1, 1, 1, 1}, -100.0f);
        }},
       // A constant over the allowed keys of each row, -inf elsewhere (a mask in bias form).
-      {"constant_with_minus_inf", [](AttentionCase& c, Rng& rng) {
+      {"constant_with_minus_inf", [](Case& c, Rng& rng) {
          c.dims(1, 1, 1, 30, 50, 16, 16);
          c.bias = MaskBuffer<float>::dense({1, 1, 30, 50}, 3.5f);
          for (float& x : c.bias.data)
@@ -1530,7 +1531,7 @@ TEST_P(Differential, ConstantBiasShiftInvariance) {
   };
   for (const Row& row : rows) {
     Rng rng("Shift/" + row.name);
-    AttentionCase c;
+    Case c;
     row.setup(c, rng);
     // |c| up to 100: logits are no longer O(1); s + c rounds to half an ulp of |c| + |s| (|s| < 2
     // here), which moves each weight by at most one such ulp relatively; |V| <= 1.
@@ -1547,7 +1548,7 @@ TEST_P(Differential, ConstantBiasShiftInvariance) {
     check_outputs(c, in, biased, ref);  // against the reference, 2x-naive policy
 
     // The same problem with the constant removed (finite entries -> 0, -inf stays).
-    AttentionCase plain = c;
+    Case plain = c;
     for (float& x : plain.bias.data)
       if (std::isfinite(x)) x = 0.0f;
     const CaseRun unbiased = run_kernel(plain, in, target());
@@ -1573,7 +1574,7 @@ TEST_P(Differential, OptionalOutputs) {
       const std::string name = std::string(mask & 1 ? "weights" : "no_weights") +
                                (mask & 2 ? "_lse" : "_no_lse") + "_" + storage_name(out);
       Rng rng("OptionalOutputs/" + name);
-      AttentionCase c;
+      Case c;
       c.dims(2, 4, 2, 37, 70, 16, 16);
       c.o_storage = out;
       c.causal = true;
@@ -1593,17 +1594,17 @@ TEST_P(Differential, NothingWrittenOutsideTheOutputs) {
   // Empty problems must not write at all: the whole buffer keeps its sentinel.
   const std::vector<Row> rows = {
       // No queries.
-      {"lq0", [](AttentionCase& c, Rng&) { c.dims(2, 2, 2, 0, 9, 8, 8).storage(Storage::padded_bhld); }},
+      {"lq0", [](Case& c, Rng&) { c.dims(2, 2, 2, 0, 9, 8, 8).storage(Storage::padded_bhld); }},
       // No batches.
-      {"b0", [](AttentionCase& c, Rng&) { c.dims(0, 2, 2, 4, 9, 8, 8).storage(Storage::padded_blhd); }},
+      {"b0", [](Case& c, Rng&) { c.dims(0, 2, 2, 4, 9, 8, 8).storage(Storage::padded_blhd); }},
       // Padded output under the uniform policy with fully masked rows (fills whole rows).
-      {"uniform_padded_out", [](AttentionCase& c, Rng&) {
+      {"uniform_padded_out", [](Case& c, Rng&) {
          c.dims(2, 2, 1, 12, 9, 8, 5).storage(Storage::padded_blhd);
          c.policy = FullyMasked::uniform;
          c.key_lengths = lengths({0, 9});
        }},
       // Padded output under the nan policy.
-      {"nan_padded_out", [](AttentionCase& c, Rng&) {
+      {"nan_padded_out", [](Case& c, Rng&) {
          c.dims(2, 2, 1, 12, 9, 8, 5).storage(Storage::padded_bhld);
          c.policy = FullyMasked::nan;
          c.query_lengths = lengths({3, 12});
@@ -1618,7 +1619,7 @@ TEST_P(Differential, NothingWrittenOutsideTheOutputs) {
 
 TEST_P(Differential, StatsCausalSkipsTiles) {
   Rng rng("Stats/causal");
-  AttentionCase c;
+  Case c;
   c.dims(1, 1, 1, 256, 256, 64, 64);
   c.causal = true;
   c.want_weights = false;
@@ -1643,7 +1644,7 @@ TEST_P(Differential, StatsUnmaskedHasOnlyFullTiles) {
   // tile is full; nothing skipped, nothing masked per element.
   for (auto [lq, lk] : {std::pair<int64_t, int64_t>{256, 256}, {128, 384}, {64, 128}}) {
     Rng rng("Stats/unmasked");
-    AttentionCase c;
+    Case c;
     c.dims(1, 2, 1, lq, lk, 32, 32);
     c.want_weights = false;
     SCOPED_TRACE("Lq=" + std::to_string(lq) + " Lk=" + std::to_string(lk));
@@ -1660,7 +1661,7 @@ TEST_P(Differential, StatsUnmaskedHasOnlyFullTiles) {
 TEST_P(Differential, StatsNoFullTileWhenEverythingIsMasked) {
   // key_lengths 0 everywhere: no tile can have every pair allowed.
   Rng rng("Stats/all_masked");
-  AttentionCase c;
+  Case c;
   c.dims(2, 1, 1, 128, 128, 16, 16);
   c.key_lengths = lengths({0, 0});
   const CaseInputs in = c.make_inputs(rng);
@@ -1673,7 +1674,7 @@ TEST_P(Differential, StatsNoFullTileWhenEverythingIsMasked) {
 // Same inputs, same call: bit-identical results (no uninitialised scratch, no hidden state).
 TEST_P(Differential, RepeatedCallsAreBitwiseIdentical) {
   Rng rng("Repeat");
-  AttentionCase c;
+  Case c;
   c.dims(2, 4, 2, 65, 130, 59, 17);
   c.causal = true;
   c.key_lengths = lengths({130, 77});
@@ -1692,7 +1693,7 @@ TEST_P(Differential, RepeatedCallsAreBitwiseIdentical) {
 // blocks per head for prefill; several split-K chunks per group for decode).
 TEST_P(Differential, ThreadCountDoesNotChangeResults) {
   Rng rng("Threads");
-  std::vector<AttentionCase> cases(3);
+  std::vector<Case> cases(3);
   cases[0].dims(2, 8, 2, 3, 2100, 64, 48);  // decode-shaped: 12 rows per group, 5 chunks of 512 keys
   cases[0].causal = true;
   cases[0].key_lengths = lengths({2100, 1500});
@@ -1704,14 +1705,14 @@ TEST_P(Differential, ThreadCountDoesNotChangeResults) {
   cases[2].dims(2, 4, 2, 40, 900, 32, 32);  // mixed masks on a split problem
   cases[2].allowed = random_allowed(rng, {2, 1, 40, 900}, 0.7);
   cases[2].alibi = {0.5f, 0.25f, 0.125f, 0.0625f};
-  for (const AttentionCase& base : cases) {
+  for (const Case& base : cases) {
     const CaseInputs in = base.make_inputs(rng);
-    AttentionCase one = base;
+    Case one = base;
     const CaseRun first = run_kernel(one, in, target());
     ASSERT_TRUE(first.ok);
     check_outputs(one, in, first, run_reference(one, in));
     for (int threads : {2, 3, 8}) {
-      AttentionCase c = base;
+      Case c = base;
       c.threads = threads;
       Stats stats;
       const CaseRun r = run_kernel(c, in, target(), &stats);
