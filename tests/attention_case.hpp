@@ -10,7 +10,7 @@
 //   const CaseReferences ref = c.run_reference(in, {DOrder::reversed});
 //
 // The runs throw what attention() and reference_attention() throw: the GoogleTest suites turn that
-// into a failure (test_support.hpp), the fuzzer into a finding. No GoogleTest here (the fuzz
+// into a failure (test_support.hpp); the fuzz harness checks that a rejection is right. No GoogleTest here (the fuzz
 // harness includes this header).
 #pragma once
 
@@ -265,12 +265,13 @@ struct AttentionCase {
   // shows up). In qkv_packed storage Q, K and V take slots 0, 1 and 2.
   template <class Gen>
   CaseInputs make_inputs(Gen& gq, Gen& gk, Gen& gv) const {
+    const float pad = std::numeric_limits<float>::quiet_NaN();
     CaseInputs in;
-    in.q = make_tensor(q_storage, B, Hq, Lq, D, kNaNInput, 0);
+    in.q = make_tensor(q_storage, B, Hq, Lq, D, pad, 0);
     fill_uniform(in.q, gq, lo, hi);
-    in.k = make_tensor(k_storage, B, Hkv, Lk, D, kNaNInput, 1);
+    in.k = make_tensor(k_storage, B, Hkv, Lk, D, pad, 1);
     fill_uniform(in.k, gk, lo, hi);
-    in.v = make_tensor(v_storage, B, Hkv, Lk, Dv, kNaNInput, 2);
+    in.v = make_tensor(v_storage, B, Hkv, Lk, Dv, pad, 2);
     fill_uniform(in.v, gv, lo, hi);
     return in;
   }
@@ -339,9 +340,6 @@ struct AttentionCase {
     r.ok = true;
     return r;
   }
-
- private:
-  static constexpr float kNaNInput = std::numeric_limits<float>::quiet_NaN();
 };
 
 }  // namespace maskattn_test
