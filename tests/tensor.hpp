@@ -1,8 +1,11 @@
 // The tests' strided tensor: a buffer and the strides of a logical [B, H, L, D] tensor inside it,
 // with whatever padding around and between rows the maker chose (so reads or writes outside the
-// view show up). No GoogleTest here: the fuzz harness (tests/fuzz) uses it too.
+// view show up), the storages the suites use (make_tensor: bhld, blhd, padded and misaligned,
+// packed QKV) and a uniform fill from any generator. No GoogleTest here: the fuzz harness
+// (tests/fuzz) uses it too.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -60,5 +63,75 @@ struct Tensor {
     return a;
   }
 };
+
+enum class Storage {
+  bhld,         // contiguous [B, H, L, D]
+  blhd,         // contiguous [B, L, H, D]
+  padded_bhld,  // [B, H, L, D] order with gaps after every row, head and batch; misaligned start
+  padded_blhd,  // [B, L, H, D] order with gaps after every head and row; misaligned start
+  qkv_packed,   // one projection output [B, L, 3, H, D]; `slot` 0/1/2 picks Q, K or V in it
+};
+
+inline const char* storage_name(Storage s) {
+  switch (s) {
+    case Storage::bhld: return "bhld";
+    case Storage::blhd: return "blhd";
+    case Storage::padded_bhld: return "padded_bhld";
+    case Storage::padded_blhd: return "padded_blhd";
+    case Storage::qkv_packed: return "qkv_packed";
+  }
+  return "?";
+}
+
+
+// A tensor of logical shape [B, H, L, D] in the given storage; every element (padding included)
+// starts as `fill`. `slot` is only used by qkv_packed (the other two slots are padding here).
+inline Tensor make_tensor(Storage s, int64_t B, int64_t H, int64_t L, int64_t D, float fill,
+                          int slot = 0) {
+  Tensor t;
+  t.shape = {B, H, L, D};
+  int64_t total = 0;
+  switch (s) {
+    case Storage::bhld:
+      t.strides = {H * L * D, L * D, D, 1};
+      total = B * H * L * D;
+      break;
+    case Storage::blhd:
+      t.strides = {L * H * D, D, H * D, 1};
+      total = B * H * L * D;
+      break;
+    case Storage::padded_bhld: {
+      const int64_t row = D + 3, head = L * row + 2, batch = H * head + 5;
+      t.strides = {batch, head, row, 1};
+      t.offset = 1;  // 4-byte aligned only: catches aligned loads
+      total = B * batch + 7;
+      break;
+    }
+    case Storage::padded_blhd: {
+      const int64_t head = D + 1, row = H * head + 3, batch = L * row + 5;
+      t.strides = {batch, head, row, 1};
+      t.offset = 3;
+      total = B * batch + 7;
+      break;
+    }
+    case Storage::qkv_packed:
+      t.strides = {L * 3 * H * D, D, 3 * H * D, 1};
+      t.offset = slot * H * D;
+      total = B * L * 3 * H * D;
+      break;
+  }
+  t.buf.assign(static_cast<size_t>(t.offset + std::max<int64_t>(total, 0) + 1), fill);
+  return t;
+}
+
+// Uniform random values in [lo, hi) in every element the view addresses, in (b, h, l, d) order,
+// padding left as is. `gen` is any generator with uniform(lo, hi) (the tests' Rng, the fuzzer's).
+template <class Gen>
+void fill_uniform(Tensor& t, Gen& gen, float lo, float hi) {
+  for (int64_t b = 0; b < t.shape[0]; ++b)
+    for (int64_t h = 0; h < t.shape[1]; ++h)
+      for (int64_t l = 0; l < t.shape[2]; ++l)
+        for (int64_t d = 0; d < t.shape[3]; ++d) t.at(b, h, l, d) = gen.uniform(lo, hi);
+}
 
 }  // namespace maskattn_test

@@ -42,7 +42,6 @@ using maskattn::Stats;
 using maskattn::Window;
 using namespace maskattn_test;
 
-constexpr float kSentinel = -777.25f;  // output buffers start as this
 constexpr float kBig = 3.4e38f;        // close to FLT_MAX
 
 // The contract's lengths: around every SIMD width (1, 4, 8, 16 lanes), query block and key tile.
@@ -94,75 +93,13 @@ int64_t failed_parts() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A problem (owns every buffer Options points into)
+// A problem: the shared AttentionCase (attention_case.hpp: sizes, storage, mask rules, inputs, the
+// runs), plus what this suite asserts about it
 // ---------------------------------------------------------------------------------------------
 
-template <class T>
-struct Mask {
-  std::vector<T> data;
-  std::array<int64_t, 4> shape{1, 1, 1, 1};
-  std::array<int64_t, 4> strides{0, 0, 0, 0};
-
-  // A contiguous mask of `shape` (size-1 dimensions broadcast), every element `fill`.
-  static Mask dense(std::array<int64_t, 4> shape, T fill) {
-    Mask m;
-    m.shape = shape;
-    int64_t stride = 1;
-    for (int d = 3; d >= 0; --d) {
-      m.strides[d] = shape[d] == 1 ? 0 : stride;
-      stride *= shape[d];
-    }
-    m.data.assign(static_cast<size_t>(std::max<int64_t>(stride, 1)), fill);
-    return m;
-  }
-  bool present() const { return !data.empty(); }
-  maskattn::MaskView<T> view() const {
-    maskattn::MaskView<T> m;
-    if (!present()) return m;
-    m.data = data.data();
-    for (int i = 0; i < 4; ++i) {
-      m.shape[i] = shape[i];
-      m.strides[i] = strides[i];
-    }
-    m.size = static_cast<int64_t>(data.size());
-    return m;
-  }
-  T& at(int64_t b, int64_t h, int64_t i, int64_t j) {
-    return data[static_cast<size_t>(b * strides[0] + h * strides[1] + i * strides[2] +
-                                    j * strides[3])];
-  }
-};
-
-struct Inputs {
-  Tensor q, k, v;
-};
-
-struct Problem {
-  int64_t B = 1, Hq = 1, Hkv = 1, Lq = 8, Lk = 8, D = 16, Dv = 16;
-  Storage storage = Storage::bhld;
-  float lo = -1.0f, hi = 1.0f;  // random Q/K/V values
-
-  std::optional<float> scale;
-  bool causal = false;
-  Align align = Align::bottom_right;
-  Window window;
-  int64_t prefix = 0;
-  float softcap = 0;
-  FullyMasked policy = FullyMasked::zero;
-  std::vector<int32_t> key_lengths, query_lengths, query_segments, key_segments;
-  std::vector<float> alibi;
-  std::vector<float> sinks;     // learned per-head sinks ([Hq], -inf = none)
-  std::vector<int32_t> tree;    // tree verification parents ([Lq] or [B, Lq])
-  Mask<float> bias;
-  Mask<uint8_t> allowed;
-
-  // Tolerance (test_support.hpp): unit_scale keeps the 1e-5 absolute cap on O; floor is the
-  // absolute error floor (raised only where the logits themselves round by more than an ulp of 1).
-  bool unit_scale = true;
-  double floor = 2e-6;
+struct Problem : AttentionCase {
   // Whether weight == 0 <=> masked must hold exactly: false where allowed weights can underflow.
   bool exact_zero_pattern = true;
-  bool want_weights = true;
   // Summation orders over D sampled for "naive fp32" (1 = natural only: for the big stats rows).
   int fp32_orders = 2;
   // Rows [b, h, i] whose O must be entirely NaN (documented: +inf / NaN bias on an attended pair).
@@ -170,44 +107,7 @@ struct Problem {
   // Whether every other row's O must be finite (false where NaN data reaches some O columns).
   bool others_finite = true;
   // Overwrites chosen input values after the random fill.
-  std::function<void(Inputs&)> tweak;
-
-  Problem& dims(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d,
-                int64_t dv) {
-    B = b; Hq = hq; Hkv = hkv; Lq = lq; Lk = lk; D = d; Dv = dv;
-    return *this;
-  }
-  Mask<float>& full_bias(float fill = 0.0f) {
-    bias = Mask<float>::dense({B, Hq, Lq, Lk}, fill);
-    return bias;
-  }
-  Mask<uint8_t>& full_allowed(uint8_t fill = 1) {
-    allowed = Mask<uint8_t>::dense({B, Hq, Lq, Lk}, fill);
-    return allowed;
-  }
-
-  maskattn::Options options(KernelTarget t) const {
-    maskattn::Options o;
-    o.scale = scale;
-    o.causal = causal;
-    o.align = align;
-    if (!key_lengths.empty()) o.key_lengths = key_lengths;
-    if (!query_lengths.empty()) o.query_lengths = query_lengths;
-    o.allowed = allowed.view();
-    o.bias = bias.view();
-    o.window = window;
-    o.prefix = prefix;
-    if (!query_segments.empty()) o.query_segments = query_segments;
-    if (!key_segments.empty()) o.key_segments = key_segments;
-    if (!alibi.empty()) o.alibi_slopes = alibi;
-    if (!sinks.empty()) o.sinks = sinks;
-    if (!tree.empty()) o.tree = tree;
-    o.softcap = softcap;
-    o.fully_masked = policy;
-    o.target = t.target;
-    o.kernel = t.kernel;
-    return o;
-  }
+  std::function<void(CaseInputs&)> tweak;
 };
 
 const char* policy_name(FullyMasked p) {
@@ -217,7 +117,7 @@ const char* policy_name(FullyMasked p) {
 std::string describe(const Problem& p) {
   std::ostringstream os;
   os << "B=" << p.B << " Hq=" << p.Hq << " Hkv=" << p.Hkv << " Lq=" << p.Lq << " Lk=" << p.Lk
-     << " D=" << p.D << " Dv=" << p.Dv << " " << storage_name(p.storage);
+     << " D=" << p.D << " Dv=" << p.Dv << " " << storage_name(p.q_storage);
   if (p.scale) os << " scale=" << *p.scale;
   if (p.causal) os << " causal";
   os << (p.align == Align::bottom_right ? " bottom_right" : " top_left");
@@ -252,10 +152,10 @@ std::vector<float> alibi_slopes(int64_t n) {
   return s;
 }
 
-void random_fill(Mask<float>& m, Rng& rng, float lo, float hi) {
+void random_fill(MaskBuffer<float>& m, Rng& rng, float lo, float hi) {
   for (float& x : m.data) x = rng.uniform(lo, hi);
 }
-void random_fill(Mask<uint8_t>& m, Rng& rng, double p_allowed) {
+void random_fill(MaskBuffer<uint8_t>& m, Rng& rng, double p_allowed) {
   for (uint8_t& x : m.data) x = rng.bernoulli(p_allowed) ? 1 : 0;
 }
 
@@ -263,103 +163,33 @@ void random_fill(Mask<uint8_t>& m, Rng& rng, double p_allowed) {
 // Running the kernel and the reference
 // ---------------------------------------------------------------------------------------------
 
-Inputs make_inputs(const Problem& p, Rng& rng) {
-  Inputs in;
-  in.q = random_tensor(rng, p.storage, p.B, p.Hq, p.Lq, p.D, p.lo, p.hi);
-  in.k = random_tensor(rng, p.storage, p.B, p.Hkv, p.Lk, p.D, p.lo, p.hi);
-  in.v = random_tensor(rng, p.storage, p.B, p.Hkv, p.Lk, p.Dv, p.lo, p.hi);
+CaseInputs make_inputs(const Problem& p, Rng& rng) {
+  CaseInputs in = p.make_inputs(rng);
   if (p.tweak) p.tweak(in);
   return in;
 }
 
-struct KernelRun {
-  std::vector<float> out, weights, lse;  // contiguous [B, Hq, Lq, *]
-  Stats stats;
-  bool ok = false;
-};
-
-KernelRun run_kernel(const Problem& p, const Inputs& in, KernelTarget t) {
-  KernelRun r;
-  Tensor out = make_tensor(p.storage, p.B, p.Hq, p.Lq, p.Dv, kSentinel);
-  maskattn::Options o = p.options(t);
-  o.stats = &r.stats;
-  maskattn::ExtraOutputs x;
-  const int64_t nw = p.B * p.Hq * p.Lq * p.Lk, nl = p.B * p.Hq * p.Lq;
-  if (p.want_weights) {
-    r.weights.assign(static_cast<size_t>(nw) + 1, kSentinel);
-    x.weights = r.weights.data();
-    x.weights_size = nw;
-  }
-  r.lse.assign(static_cast<size_t>(nl) + 1, kSentinel);
-  x.lse = r.lse.data();
-  x.lse_size = nl;
-  try {
-    maskattn::attention(in.q.cview(), in.k.cview(), in.v.cview(), out.view(), o, x);
-    r.ok = true;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "attention() threw: " << e.what();
-  }
-  r.out = out.dense();
-  if (p.want_weights) r.weights.resize(static_cast<size_t>(nw));
-  r.lse.resize(static_cast<size_t>(nl));
-  return r;
-}
-
-struct References {
-  ReferenceResult fp64, fp32;  // fp32: the worse of two summation orders over D, per element
-  bool ok = false;
-};
-
-Tensor reverse_d(const Tensor& t) {
-  Tensor r = make_tensor(Storage::bhld, t.shape[0], t.shape[1], t.shape[2], t.shape[3], 0.0f);
-  for (int64_t b = 0; b < t.shape[0]; ++b)
-    for (int64_t h = 0; h < t.shape[1]; ++h)
-      for (int64_t l = 0; l < t.shape[2]; ++l)
-        for (int64_t d = 0; d < t.shape[3]; ++d)
-          r.at(b, h, l, d) = t.at(b, h, l, t.shape[3] - 1 - d);
-  return r;
-}
-
-
 // "Naive fp32" fixes no order of summation: its error is taken as the worse of the natural and
 // the reversed order over D, so a kernel summing in another order is judged against a fair sample.
-References run_reference(const Problem& p, const Inputs& in) {
-  References r;
-  const maskattn::Options o = p.options({Target::reference, maskattn::Kernel::automatic});
-  try {
-    r.fp64 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
-                                           Precision::fp64);
-    r.fp32 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
-                                           Precision::fp32);
-    if (p.D > 1 && p.fp32_orders > 1) {
-      const Tensor q = reverse_d(in.q), k = reverse_d(in.k);
-      const ReferenceResult other =
-          maskattn::reference_attention(q.cview(), k.cview(), in.v.cview(), o, Precision::fp32);
-      keep_worst(r.fp32.out, other.out, r.fp64.out);
-      keep_worst(r.fp32.weights, other.weights, r.fp64.weights);
-      keep_worst(r.fp32.lse, other.lse, r.fp64.lse);
-    }
-    r.ok = true;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "reference_attention() threw (test bug?): " << e.what();
-  }
-  return r;
+CaseReferences run_reference(const Problem& p, const CaseInputs& in) {
+  if (p.fp32_orders > 1) return expect_references(p, in, {DOrder::reversed});
+  return expect_references(p, in, {});
 }
 
 // The references of a row do not depend on the target (the inputs come from the row's own Rng
 // stream), so they are computed once per run and reused by every target. Big rows keep no weights
 // (they do not ask for them), so the cache stays small.
-const References& reference_for(const std::string& key, const Problem& p, const Inputs& in) {
-  static std::map<std::string, References> cache;
+const CaseReferences& reference_for(const std::string& key, const Problem& p, const CaseInputs& in) {
+  static std::map<std::string, CaseReferences> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  References r = run_reference(p, in);
+  CaseReferences r = run_reference(p, in);
   if (!p.want_weights) {
     r.fp64.weights.clear();
     r.fp32.weights.clear();
   }
   if (!r.ok) {  // not cached: the failure is reported on every target
-    static References failed;
+    static CaseReferences failed;
     failed = std::move(r);
     return failed;
   }
@@ -370,17 +200,17 @@ const References& reference_for(const std::string& key, const Problem& p, const 
 // Checks
 // ---------------------------------------------------------------------------------------------
 
-void check_against_reference(const Problem& p, const KernelRun& r, const References& ref) {
+void check_against_reference(const Problem& p, const CaseRun& r, const CaseReferences& ref) {
   Tolerance tol;
   tol.floor = p.floor;
   if (!p.unit_scale) {
     tol.cap = 0;
     tol.wide = true;
   }
-  EXPECT_TRUE(compare_to_reference("O", r.out, ref.fp64.out, ref.fp32.out,
+  EXPECT_TRUE(compare_to_reference("O", r.out.dense(), ref.fp64.out, ref.fp32.out,
                                    {p.B, p.Hq, p.Lq, p.Dv}, tol));
   if (p.want_weights)
-    EXPECT_TRUE(compare_to_reference("weights", r.weights, ref.fp64.weights, ref.fp32.weights,
+    EXPECT_TRUE(compare_to_reference("weights", r.weight_values(), ref.fp64.weights, ref.fp32.weights,
                                      {p.B, p.Hq, p.Lq, p.Lk}, tol));
   // lse grows with the logits: no absolute cap, a floor that grows with it (about 16 ulps).
   Tolerance lse_tol;
@@ -389,7 +219,7 @@ void check_against_reference(const Problem& p, const KernelRun& r, const Referen
   lse_tol.rel_floor = 1e-6;
   lse_tol.wide = tol.wide;
   EXPECT_TRUE(
-      compare_to_reference("lse", r.lse, ref.fp64.lse, ref.fp32.lse, {p.B, p.Hq, p.Lq}, lse_tol));
+      compare_to_reference("lse", r.lse_values(), ref.fp64.lse, ref.fp32.lse, {p.B, p.Hq, p.Lq}, lse_tol));
 }
 
 std::string num(double x) {
@@ -400,7 +230,7 @@ std::string num(double x) {
 
 // The same masking decisions as the reference: fully masked rows (lse == -inf, under every
 // policy) and, where no allowed weight can underflow, the exact zero pattern of the weights.
-void check_mask_decisions(const Problem& p, const KernelRun& r, const ReferenceResult& ref) {
+void check_mask_decisions(const Problem& p, const CaseRun& r, const ReferenceResult& ref) {
   const int64_t rows = p.B * p.Hq * p.Lq;
   int64_t failures = 0;
   std::ostringstream msg;
@@ -438,7 +268,8 @@ void check_mask_decisions(const Problem& p, const KernelRun& r, const ReferenceR
 }
 
 // Documented outcomes: listed rows entirely NaN; every other attended row finite.
-void check_nan_rows(const Problem& p, const KernelRun& r, const ReferenceResult& ref) {
+void check_nan_rows(const Problem& p, const CaseRun& r, const ReferenceResult& ref) {
+  const std::vector<float> out = r.out.dense();
   std::set<int64_t> nan_rows;
   for (const auto& [b, h, i] : p.nan_rows) nan_rows.insert((b * p.Hq + h) * p.Lq + i);
   int64_t failures = 0;
@@ -449,7 +280,7 @@ void check_nan_rows(const Problem& p, const KernelRun& r, const ReferenceResult&
     const bool want_nan = nan_rows.count(row) != 0;
     if (!want_nan && !p.others_finite) continue;
     for (int64_t c = 0; c < p.Dv; ++c) {
-      const float x = r.out[static_cast<size_t>(row * p.Dv + c)];
+      const float x = out[static_cast<size_t>(row * p.Dv + c)];
       const bool ok = want_nan ? std::isnan(x) : std::isfinite(x);
       if (!ok && failures++ < 6)
         msg << "\n  O" << format_index(row * p.Dv + c, {p.B, p.Hq, p.Lq, p.Dv}) << " = " << x
@@ -490,15 +321,18 @@ class Conformance : public TargetTest {
         Problem p;
         row.setup(p, rng);
         SCOPED_TRACE("row " + row.name + " (checks: " + row.checks + "): " + describe(p));
-        const Inputs in = make_inputs(p, rng);
-        const References& ref = reference_for(table + "/" + row.name, p, in);
-        const KernelRun r = run_kernel(p, in, target());
+        const CaseInputs in = make_inputs(p, rng);
+        const CaseReferences& ref = reference_for(table + "/" + row.name, p, in);
+        Stats stats;
+        maskattn::Options o = p.options(target().target, target().kernel);
+        o.stats = &stats;
+        const CaseRun r = expect_kernel_run(p, in, o);
         if (r.ok && ref.ok) {
           check_against_reference(p, r, ref);
           check_mask_decisions(p, r, ref.fp64);
           check_nan_rows(p, r, ref.fp64);
           if (row.expect_stats) {
-            const Stats& s = r.stats;
+            const Stats& s = stats;
             SCOPED_TRACE("stats: skipped " + std::to_string(s.tiles_skipped) + ", full " +
                          std::to_string(s.tiles_full) + ", mixed " +
                          std::to_string(s.tiles_mixed));
@@ -673,14 +507,14 @@ std::vector<ConformanceRow> edge_case_rows() {
       {"bias_neg_inf", "-inf bias masks its pair; a row of -inf is fully masked",
        [](Problem& p, Rng& rng) {
          p.dims(1, 2, 1, 12, 40, 8, 8);
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = rng.bernoulli(0.3) ? -kInf : rng.uniform(-1.0f, 1.0f);
          for (int64_t j = 0; j < p.Lk; ++j) m.at(0, 1, 5, j) = -kInf;
        }},
       {"bias_neg_inf_broadcast_nan_policy", "-inf key bias [1,1,1,Lk] under the nan policy",
        [](Problem& p, Rng&) {
          p.dims(2, 2, 2, 9, 20, 8, 8);
-         p.bias = Mask<float>::dense({2, 1, 1, 20}, 0.0f);
+         p.bias = MaskBuffer<float>::dense({2, 1, 1, 20}, 0.0f);
          for (int64_t j = 0; j < 20; ++j) p.bias.at(0, 0, 0, j) = -kInf;  // batch 0: all masked
          for (int64_t j = 0; j < 20; j += 3) p.bias.at(1, 0, 0, j) = -kInf;
          p.policy = FullyMasked::nan;
@@ -688,14 +522,14 @@ std::vector<ConformanceRow> edge_case_rows() {
       {"bias_minus_1e4_some", "-1e4 is not a mask: its weight underflows to 0 next to O(1) keys",
        [](Problem& p, Rng& rng) {
          p.dims(1, 2, 1, 12, 40, 8, 8);
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = rng.bernoulli(0.4) ? -1e4f : rng.uniform(-1.0f, 1.0f);
          p.exact_zero_pattern = false;  // allowed weights e^-1e4 are 0
        }},
       {"bias_minus_1e4_whole_rows", "rows where every key has -1e4 (+ small noise): softmax as usual",
        [](Problem& p, Rng& rng) {
          p.dims(1, 2, 1, 12, 40, 8, 8);
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = -1e4f + rng.uniform(-1.0f, 1.0f);
          p.unit_scale = false;  // logits near -1e4 round by ~5e-4 in every fp32 implementation
        }},
@@ -712,7 +546,7 @@ std::vector<ConformanceRow> edge_case_rows() {
       {"bias_minus_1e9_some", "-1e9 next to O(1) keys: weight 0, not a mask; no rows fully masked",
        [](Problem& p, Rng& rng) {
          p.dims(1, 2, 2, 12, 40, 8, 8);
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = rng.bernoulli(0.5) ? -1e9f : 0.0f;
          for (int64_t j = 0; j < p.Lk; ++j) m.at(0, 0, 3, j) = -1e9f;  // a whole row too
          p.exact_zero_pattern = false;
@@ -730,7 +564,7 @@ std::vector<ConformanceRow> edge_case_rows() {
          p.dims(1, 2, 1, 12, 70, 8, 8);
          p.causal = true;
          p.alibi = alibi_slopes(2);
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = rng.bernoulli(0.5) ? -kBig : rng.uniform(-1.0f, 1.0f);
          for (int64_t j = 0; j < p.Lk; ++j) m.at(0, 1, 11, j) = -kBig;
          p.exact_zero_pattern = false;
@@ -803,7 +637,7 @@ std::vector<ConformanceRow> edge_case_rows() {
        [](Problem& p, Rng&) {
          p.dims(1, 2, 1, 10, 70, 8, 8);
          p.causal = true;
-         p.tweak = [](Inputs& in) { in.q.at(0, 1, 7, 2) = kNaN; };
+         p.tweak = [](CaseInputs& in) { in.q.at(0, 1, 7, 2) = kNaN; };
          p.nan_rows = {{0, 1, 7}};
        }},
       {"nan_in_attended_key", "NaN in K of key 5: every row attending it is NaN, the others not",
@@ -811,7 +645,7 @@ std::vector<ConformanceRow> edge_case_rows() {
          p.dims(1, 1, 1, 10, 10, 8, 8);
          p.causal = true;
          p.align = Align::top_left;
-         p.tweak = [](Inputs& in) { in.k.at(0, 0, 5, 0) = kNaN; };
+         p.tweak = [](CaseInputs& in) { in.k.at(0, 0, 5, 0) = kNaN; };
          p.nan_rows = {{0, 0, 5}, {0, 0, 6}, {0, 0, 7}, {0, 0, 8}, {0, 0, 9}};
        }},
       {"nan_in_only_allowed_key", "NaN in K of the only key a row attends: row NaN, lse NaN (not -inf)",
@@ -819,22 +653,22 @@ std::vector<ConformanceRow> edge_case_rows() {
          p.dims(1, 1, 1, 1, 40, 4, 4);
          p.causal = true;
          p.align = Align::top_left;  // Lq = 1: d(0) = 0, key 0 only
-         p.tweak = [](Inputs& in) { in.k.at(0, 0, 0, 0) = kNaN; };
+         p.tweak = [](CaseInputs& in) { in.k.at(0, 0, 0, 0) = kNaN; };
          p.nan_rows = {{0, 0, 0}};
        }},
       {"nan_key_alone_in_masked_tile", "NaN in K of key 0, keys 1..63 masked, 64..127 allowed: NaN not hidden",
        [](Problem& p, Rng&) {
          p.dims(1, 1, 1, 4, 128, 4, 4);
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 128}, 1);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 128}, 1);
          for (int64_t j = 1; j < 64; ++j) p.allowed.at(0, 0, 0, j) = 0;
-         p.tweak = [](Inputs& in) { in.k.at(0, 0, 0, 0) = kNaN; };
+         p.tweak = [](CaseInputs& in) { in.k.at(0, 0, 0, 0) = kNaN; };
          p.nan_rows = {{0, 0, 0}, {0, 0, 1}, {0, 0, 2}, {0, 0, 3}};
        }},
       {"nan_bias_alone_in_masked_tile", "NaN bias on key 0, keys 1..63 masked, later tiles allowed: row NaN",
        [](Problem& p, Rng& rng) {
          p.dims(1, 1, 1, 4, 128, 4, 4);
          random_fill(p.full_bias(), rng, -1.0f, 1.0f);
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 128}, 1);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 128}, 1);
          for (int64_t j = 1; j < 64; ++j) p.allowed.at(0, 0, 0, j) = 0;
          p.bias.at(0, 0, 2, 0) = kNaN;
          p.nan_rows = {{0, 0, 2}};
@@ -843,7 +677,7 @@ std::vector<ConformanceRow> edge_case_rows() {
        [](Problem& p, Rng& rng) {
          p.dims(1, 1, 1, 4, 128, 4, 4);
          random_fill(p.full_bias(), rng, -1.0f, 1.0f);
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 128}, 1);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 128}, 1);
          for (int64_t j = 1; j < 64; ++j) p.allowed.at(0, 0, 0, j) = 0;
          p.bias.at(0, 0, 1, 0) = kInf;
          p.nan_rows = {{0, 0, 1}};
@@ -858,7 +692,7 @@ std::vector<ConformanceRow> edge_case_rows() {
        [](Problem& p, Rng&) {
          p.dims(1, 1, 1, 10, 10, 8, 8);
          p.causal = true;
-         p.tweak = [](Inputs& in) { in.v.at(0, 0, 5, 3) = kNaN; };
+         p.tweak = [](CaseInputs& in) { in.v.at(0, 0, 5, 3) = kNaN; };
          p.others_finite = false;  // compared with the reference element by element
        }},
       {"query_lengths_gt_key_lengths_causal", "valid qlen > klen bottom-right: d(i) < 0 rows fully masked",
@@ -890,13 +724,13 @@ std::vector<ConformanceRow> edge_case_rows() {
       {"head_dim_257_misaligned", "D = 257, Dv = 255 in misaligned padded storage",
        [](Problem& p, Rng&) {
          p.dims(1, 2, 1, 17, 33, 257, 255);
-         p.storage = Storage::padded_bhld;
+         p.storage(Storage::padded_bhld);
          p.causal = true;
        }},
       {"decode_single_allowed_key_far", "decode over 4099 keys with one allowed key (j = 4000)",
        [](Problem& p, Rng&) {
          p.dims(1, 2, 1, 1, 4099, 16, 16);
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 4099}, 0);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 4099}, 0);
          p.allowed.at(0, 0, 0, 4000) = 1;
        }},
       // ---- very large logits
@@ -911,7 +745,7 @@ std::vector<ConformanceRow> edge_case_rows() {
          auto ints = std::make_shared<std::vector<float>>();
          for (int n = 0; n < 2 * 33 * 4 + 40 * 4; ++n)
            ints->push_back(static_cast<float>(rng.uniform_int(-25, 25)));
-         p.tweak = [ints](Inputs& in) {
+         p.tweak = [ints](CaseInputs& in) {
            size_t n = 0;
            for (int64_t h = 0; h < 2; ++h)
              for (int64_t i = 0; i < 33; ++i)
@@ -970,9 +804,9 @@ std::vector<ConformanceRow> edge_case_rows() {
                     "Lk = " + l + " keys with allowed + bias (-inf) element-wise, Dv = 3",
                     [L](Problem& p, Rng& rng) {
                       p.dims(1, 2, 2, 7, L, 24, 3);
-                      p.storage = Storage::blhd;
+                      p.storage(Storage::blhd);
                       random_fill(p.full_allowed(), rng, 0.7);
-                      Mask<float>& m = p.full_bias();
+                      MaskBuffer<float>& m = p.full_bias();
                       for (float& x : m.data)
                         x = rng.bernoulli(0.1) ? -kInf : rng.uniform(-1.0f, 1.0f);
                     }});
@@ -1003,7 +837,7 @@ void all_rules(Problem& p, Rng& rng, FullyMasked policy) {
       p.query_segments[b * 70 + i] = static_cast<int32_t>((i + klen - qlen) / 45);
   }
   random_fill(p.full_allowed(), rng, 0.85);
-  Mask<float>& m = p.full_bias();
+  MaskBuffer<float>& m = p.full_bias();
   for (float& x : m.data) x = rng.bernoulli(0.05) ? -kInf : rng.uniform(-1.0f, 1.0f);
   p.alibi = alibi_slopes(4);
   p.softcap = 5.0f;
@@ -1022,7 +856,7 @@ std::vector<ConformanceRow> interaction_rows() {
        [](Problem& p, Rng& rng) {
          all_rules(p, rng, FullyMasked::zero);
          p.align = Align::top_left;
-         p.storage = Storage::blhd;
+         p.storage(Storage::blhd);
        }},
       {"first_tile_masked_window", "window far from the start: first key tiles masked, later not",
        [](Problem& p, Rng&) {
@@ -1033,7 +867,7 @@ std::vector<ConformanceRow> interaction_rows() {
       {"first_tile_masked_allowed", "allowed = 0 for j < 64: the first key tile is all masked",
        [](Problem& p, Rng&) {
          p.dims(1, 2, 1, 50, 200, 16, 16);
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 200}, 1);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 200}, 1);
          for (int64_t j = 0; j < 64; ++j) p.allowed.at(0, 0, 0, j) = 0;
        }},
       {"first_tiles_masked_late_window", "Lq 20 < Lk 200 bottom-right, window (5, 0): tiles 0-1 masked",
@@ -1045,14 +879,14 @@ std::vector<ConformanceRow> interaction_rows() {
       {"middle_tile_masked_allowed", "allowed = 0 for 64 <= j < 128 with Lk = 200: masked middle tile",
        [](Problem& p, Rng&) {
          p.dims(2, 2, 1, 50, 200, 16, 16);
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 200}, 1);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 200}, 1);
          for (int64_t j = 64; j < 128; ++j) p.allowed.at(0, 0, 0, j) = 0;
        }},
       {"middle_tile_masked_bias", "bias -inf for 64 <= j < 128 (per row), causal: masked middle tile",
        [](Problem& p, Rng&) {
          p.dims(1, 2, 1, 200, 200, 16, 16);
          p.causal = true;
-         p.bias = Mask<float>::dense({1, 1, 200, 200}, 0.0f);
+         p.bias = MaskBuffer<float>::dense({1, 1, 200, 200}, 0.0f);
          for (int64_t i = 0; i < 200; ++i)
            for (int64_t j = 64; j < 128; ++j) p.bias.at(0, 0, i, j) = -kInf;
        }},
@@ -1060,10 +894,10 @@ std::vector<ConformanceRow> interaction_rows() {
        [](Problem& p, Rng&) {
          p.dims(2, 2, 1, 30, 200, 16, 16);
          p.key_lengths = lengths({200, 150});
-         p.allowed = Mask<uint8_t>::dense({1, 1, 1, 200}, 1);
+         p.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 200}, 1);
          for (int64_t j = 64; j < 128; ++j) p.allowed.at(0, 0, 0, j) = 0;
          p.allowed.at(0, 0, 0, 3) = 0;
-         p.tweak = [](Inputs& in) {
+         p.tweak = [](CaseInputs& in) {
            for (int64_t b = 0; b < 2; ++b)
              for (int64_t j = 0; j < 200; ++j) {
                const bool masked = (j >= 64 && j < 128) || j == 3 || (b == 1 && j >= 150);
@@ -1202,7 +1036,7 @@ std::vector<ConformanceRow> interaction_rows() {
          p.dims(2, 2, 2, 6, 40, 16, 16);
          p.key_lengths = lengths({40, 17});
          p.tree = {-1, 0, 1, 1, -1, 4, -1, -1, 1, 0, 3, 2};
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = rng.bernoulli(0.1) ? -kInf : rng.uniform(-1.0f, 1.0f);
        }},
       {"softcap_alibi_bias_order", "softcap before ALiBi and bias: -inf bias stays a mask",
@@ -1212,7 +1046,7 @@ std::vector<ConformanceRow> interaction_rows() {
          p.hi = 3.0f;
          p.softcap = 2.0f;
          p.alibi = alibi_slopes(2);
-         Mask<float>& m = p.full_bias();
+         MaskBuffer<float>& m = p.full_bias();
          for (float& x : m.data) x = rng.bernoulli(0.2) ? -kInf : rng.uniform(-2.0f, 2.0f);
          p.unit_scale = false;
        }},
@@ -1241,7 +1075,7 @@ std::vector<ConformanceRow> mask_decision_rows() {
                     [lq = lq, lk = lk](Problem& p, Rng& rng) {
                       p.dims(1, 2, 2, lq, lk, 16, 8);
                       random_fill(p.full_allowed(), rng, 0.9);
-                      Mask<float>& m = p.full_bias();
+                      MaskBuffer<float>& m = p.full_bias();
                       for (float& x : m.data)
                         x = rng.bernoulli(0.1) ? -kInf : rng.uniform(-0.5f, 0.5f);
                     }});
@@ -1261,14 +1095,14 @@ std::vector<ConformanceRow> mask_decision_rows() {
   rows.push_back({"broadcast_allowed_per_head", "allowed [1, Hq, 1, Lk] broadcasts over B and Lq",
                   [](Problem& p, Rng& rng) {
                     p.dims(3, 4, 2, 21, 70, 16, 8);
-                    p.allowed = Mask<uint8_t>::dense({1, 4, 1, 70}, 1);
+                    p.allowed = MaskBuffer<uint8_t>::dense({1, 4, 1, 70}, 1);
                     random_fill(p.allowed, rng, 0.5);
                     p.causal = true;
                   }});
   rows.push_back({"broadcast_bias_per_query", "bias [B, 1, Lq, 1] (-inf rows) broadcasts over keys",
                   [](Problem& p, Rng& rng) {
                     p.dims(2, 2, 1, 21, 70, 16, 8);
-                    p.bias = Mask<float>::dense({2, 1, 21, 1}, 0.0f);
+                    p.bias = MaskBuffer<float>::dense({2, 1, 21, 1}, 0.0f);
                     for (float& x : p.bias.data)
                       x = rng.bernoulli(0.3) ? -kInf : rng.uniform(-1.0f, 1.0f);
                   }});

@@ -20,120 +20,16 @@ using maskattn::Stats;
 using maskattn::Window;
 using namespace maskattn_test;
 
-constexpr float kSentinel = -777.25f;  // fills output buffers: anything the kernel must not touch
-constexpr int64_t kCanary = 5;         // extra elements after the weights / lse buffers
+constexpr float kSentinel = kOutputSentinel;  // what AttentionCase fills output buffers with
 
 // The contract's lengths: around every SIMD width (1, 4, 8, 16 lanes), query block and key tile.
 const int64_t kLengths[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129};
 // Odd head sizes (FlashAttention's 59, 111) and the common 128.
 const int64_t kHeadDims[] = {1, 3, 17, 59, 111, 128};
 
-// ---------------------------------------------------------------------------------------------
-// A problem: shapes, storage and the mask rules (owned here; Options only points into it)
-// ---------------------------------------------------------------------------------------------
-
-template <class T>
-struct MaskSpec {
-  std::vector<T> data;
-  std::array<int64_t, 4> shape{1, 1, 1, 1};
-  std::array<int64_t, 4> strides{0, 0, 0, 0};
-
-  bool present() const { return !data.empty(); }
-  maskattn::MaskView<T> view() const {
-    maskattn::MaskView<T> m;
-    if (!present()) return m;
-    m.data = data.data();
-    for (int i = 0; i < 4; ++i) {
-      m.shape[i] = shape[i];
-      m.strides[i] = strides[i];
-    }
-    m.size = static_cast<int64_t>(data.size());
-    return m;
-  }
-  T& at(int64_t b, int64_t h, int64_t i, int64_t j) {
-    return data[static_cast<size_t>(b * strides[0] + h * strides[1] + i * strides[2] +
-                                    j * strides[3])];
-  }
-};
-
-// A contiguous mask of `shape` (size-1 dimensions broadcast), every element `fill`.
-template <class T>
-MaskSpec<T> dense_mask(std::array<int64_t, 4> shape, T fill) {
-  MaskSpec<T> m;
-  m.shape = shape;
-  int64_t stride = 1;
-  for (int d = 3; d >= 0; --d) {
-    m.strides[d] = shape[d] == 1 ? 0 : stride;
-    stride *= shape[d];
-  }
-  m.data.assign(static_cast<size_t>(std::max<int64_t>(stride, 1)), fill);
-  return m;
-}
-
-struct Case {
-  int64_t B = 1, Hq = 1, Hkv = 1, Lq = 8, Lk = 8, D = 16, Dv = 16;
-  Storage q_storage = Storage::bhld, k_storage = Storage::bhld, v_storage = Storage::bhld,
-          o_storage = Storage::bhld;
-  float lo = -1.0f, hi = 1.0f;  // input values
-  bool unit_scale = true;       // inputs in [-1, 1] and O(1) logits: the 1e-5 cap on O applies
-  // Absolute error floor of the tolerance policy (test_support.hpp). The default is a few fp32
-  // ulps of an O(1) value. Rows with large logits raise it to what rounding the logits costs:
-  // near-tied keys turn a logit error of ulp(|s|) into a weight error of about ulp(|s|) / 4,
-  // and on a handful of rows the largest such error of two fp32 implementations can differ by
-  // far more than 2x (measured: up to 18x between avx2 with FMA and the naive loop).
-  double floor = 2e-6;
-
-  std::optional<float> scale;
-  bool causal = false;
-  Align align = Align::bottom_right;
-  Window window;
-  int64_t prefix = 0;
-  float softcap = 0;
-  FullyMasked policy = FullyMasked::zero;
-  std::vector<int32_t> key_lengths, query_lengths, query_segments, key_segments;
-  std::vector<float> alibi;
-  std::vector<float> sinks;
-  std::vector<int32_t> tree;
-  std::optional<maskattn::Rope> rope;
-  MaskSpec<float> bias;
-  MaskSpec<uint8_t> allowed;
-  bool want_weights = true, want_lse = true;
-  int threads = 1;
-
-  Case& dims(int64_t b, int64_t hq, int64_t hkv, int64_t lq, int64_t lk, int64_t d, int64_t dv) {
-    B = b; Hq = hq; Hkv = hkv; Lq = lq; Lk = lk; D = d; Dv = dv;
-    return *this;
-  }
-  Case& storage(Storage all) {
-    q_storage = k_storage = v_storage = o_storage = all;
-    return *this;
-  }
-
-  maskattn::Options options(KernelTarget t) const {
-    maskattn::Options o;
-    o.scale = scale;
-    o.causal = causal;
-    o.align = align;
-    if (!key_lengths.empty()) o.key_lengths = key_lengths;
-    if (!query_lengths.empty()) o.query_lengths = query_lengths;
-    o.allowed = allowed.view();
-    o.bias = bias.view();
-    o.window = window;
-    o.prefix = prefix;
-    if (!query_segments.empty()) o.query_segments = query_segments;
-    if (!key_segments.empty()) o.key_segments = key_segments;
-    if (!alibi.empty()) o.alibi_slopes = alibi;
-    if (!sinks.empty()) o.sinks = sinks;
-    if (!tree.empty()) o.tree = tree;
-    o.rope = rope;
-    o.softcap = softcap;
-    o.fully_masked = policy;
-    o.target = t.target;
-    o.kernel = t.kernel;
-    o.threads = threads;
-    return o;
-  }
-};
+// A problem is the suites' shared AttentionCase (attention_case.hpp): shapes, storage and the mask
+// rules, owned by the case (Options only points into it).
+using Case = AttentionCase;
 
 template <class T>
 std::string join(const std::vector<T>& v, size_t max_items = 8) {
@@ -184,15 +80,15 @@ std::string describe(const Case& c) {
 // Mask builders
 // ---------------------------------------------------------------------------------------------
 
-MaskSpec<float> random_bias(Rng& rng, std::array<int64_t, 4> shape, float lo = -2.0f,
+MaskBuffer<float> random_bias(Rng& rng, std::array<int64_t, 4> shape, float lo = -2.0f,
                             float hi = 2.0f) {
-  MaskSpec<float> m = dense_mask<float>(shape, 0.0f);
+  MaskBuffer<float> m = MaskBuffer<float>::dense(shape, 0.0f);
   for (float& x : m.data) x = rng.uniform(lo, hi);
   return m;
 }
 
-MaskSpec<uint8_t> random_allowed(Rng& rng, std::array<int64_t, 4> shape, double p_allowed) {
-  MaskSpec<uint8_t> m = dense_mask<uint8_t>(shape, 0);
+MaskBuffer<uint8_t> random_allowed(Rng& rng, std::array<int64_t, 4> shape, double p_allowed) {
+  MaskBuffer<uint8_t> m = MaskBuffer<uint8_t>::dense(shape, 0);
   for (uint8_t& x : m.data) x = rng.bernoulli(p_allowed) ? 1 : 0;
   return m;
 }
@@ -234,135 +130,18 @@ std::vector<int32_t> lengths(std::initializer_list<int64_t> v) {
 // Running the kernel and the reference
 // ---------------------------------------------------------------------------------------------
 
-struct Inputs {
-  Tensor q, k, v;
-};
-
-Inputs make_inputs(const Case& c, Rng& rng) {
-  Inputs in;
-  in.q = random_tensor(rng, c.q_storage, c.B, c.Hq, c.Lq, c.D, c.lo, c.hi, kNaN, 0);
-  in.k = random_tensor(rng, c.k_storage, c.B, c.Hkv, c.Lk, c.D, c.lo, c.hi, kNaN, 1);
-  in.v = random_tensor(rng, c.v_storage, c.B, c.Hkv, c.Lk, c.Dv, c.lo, c.hi, kNaN, 2);
-  return in;
-}
-
-struct KernelRun {
-  Tensor out;
-  std::vector<float> weights, lse;  // with kCanary trailing sentinels
-  bool ok = false;
-};
-
-KernelRun run_kernel(const Case& c, const Inputs& in, KernelTarget t, Stats* stats = nullptr) {
-  KernelRun r;
-  r.out = make_tensor(c.o_storage, c.B, c.Hq, c.Lq, c.Dv, kSentinel);
-  maskattn::Options o = c.options(t);
+// The kernel on one target and kernel, with the tile stats where a test asks for them.
+CaseRun run_kernel(const Case& c, const CaseInputs& in, KernelTarget t, Stats* stats = nullptr) {
+  maskattn::Options o = c.options(t.target, t.kernel);
   o.stats = stats;
-  maskattn::ExtraOutputs x;
-  const int64_t nw = c.B * c.Hq * c.Lq * c.Lk, nl = c.B * c.Hq * c.Lq;
-  if (c.want_weights) {
-    r.weights.assign(static_cast<size_t>(nw + kCanary), kSentinel);
-    x.weights = r.weights.data();
-    x.weights_size = nw;
-  }
-  if (c.want_lse) {
-    r.lse.assign(static_cast<size_t>(nl + kCanary), kSentinel);
-    x.lse = r.lse.data();
-    x.lse_size = nl;
-  }
-  try {
-    maskattn::attention(in.q.cview(), in.k.cview(), in.v.cview(), r.out.view(), o, x);
-    r.ok = true;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "attention() threw: " << e.what();
-  }
-  return r;
+  return expect_kernel_run(c, in, o);
 }
 
-struct References {
-  ReferenceResult fp64, fp32;
-  bool ok = false;
-};
-
-// A copy of `t` (contiguous bhld) with the D axis permuted: Q·Kᵀ is unchanged when Q and K get
-// the same permutation, but a naive loop then sums the products in another order.
-Tensor permute_d(const Tensor& t, const std::vector<int64_t>& perm) {
-  Tensor p = make_tensor(Storage::bhld, t.shape[0], t.shape[1], t.shape[2], t.shape[3], 0.0f);
-  for (int64_t b = 0; b < t.shape[0]; ++b)
-    for (int64_t h = 0; h < t.shape[1]; ++h)
-      for (int64_t l = 0; l < t.shape[2]; ++l)
-        for (int64_t d = 0; d < t.shape[3]; ++d) p.at(b, h, l, d) = t.at(b, h, l, perm[d]);
-  return p;
-}
-
-
-// The test's own RoPE (a third implementation, for the naive fp32 runs): a bhld copy of t with row l at
-// position first + l + offset, rotated in double and rounded to float once, as the kernels are given it.
-Tensor rope_tensor(const Tensor& t, const maskattn::Rope& r, int64_t first) {
-  Tensor out = make_tensor(Storage::bhld, t.shape[0], t.shape[1], t.shape[2], t.shape[3], 0.0f);
-  const int64_t D = t.shape[3], dims = r.dims ? r.dims : D, half = dims / 2;
-  const bool inter = r.layout == maskattn::RopeLayout::interleaved;
-  for (int64_t b = 0; b < t.shape[0]; ++b)
-    for (int64_t h = 0; h < t.shape[1]; ++h)
-      for (int64_t l = 0; l < t.shape[2]; ++l) {
-        for (int64_t d = 0; d < D; ++d) out.at(b, h, l, d) = t.at(b, h, l, d);
-        for (int64_t i = 0; i < half; ++i) {
-          const int64_t xi = inter ? 2 * i : i, yi = inter ? 2 * i + 1 : i + half;
-          const double a = double(first + l + r.offset) / std::pow(r.theta, double(2 * i) / double(dims));
-          const double x = t.at(b, h, l, xi), y = t.at(b, h, l, yi);
-          out.at(b, h, l, xi) = float(x * std::cos(a) - y * std::sin(a));
-          out.at(b, h, l, yi) = float(x * std::sin(a) + y * std::cos(a));
-        }
-      }
-  return out;
-}
-
-// The fp64 reference and the naive fp32 one. "Naive fp32" does not fix an order of summation, so
-// its error is taken as the worst of three orders over D (natural, reversed, shuffled): a kernel
-// that sums in another order (tiles, lanes, FMA) is then judged against a fair sample.
-References run_reference(const Case& c, const Inputs& in) {
-  References r;
-  const maskattn::Options o = c.options({Target::reference, maskattn::Kernel::automatic});
-  try {
-    r.fp64 = maskattn::reference_attention(in.q.cview(), in.k.cview(), in.v.cview(), o,
-                                           Precision::fp64);
-    // With RoPE the fp32 runs take Q and K rotated by the test (permuting D would move the pairs);
-    // the fp64 reference rotates them itself.
-    maskattn::Options o32 = o;
-    const Tensor* q32 = &in.q;
-    const Tensor* k32 = &in.k;
-    Tensor q_rot, k_rot;
-    if (c.rope) {
-      q_rot = rope_tensor(in.q, *c.rope, c.Lk - c.Lq);
-      k_rot = rope_tensor(in.k, *c.rope, 0);
-      q32 = &q_rot;
-      k32 = &k_rot;
-      o32.rope.reset();
-    }
-    r.fp32 = maskattn::reference_attention(q32->cview(), k32->cview(), in.v.cview(), o32,
-                                           Precision::fp32);
-    std::vector<int64_t> reversed(static_cast<size_t>(c.D)), shuffled(static_cast<size_t>(c.D));
-    for (int64_t d = 0; d < c.D; ++d) {
-      reversed[d] = c.D - 1 - d;
-      shuffled[d] = d;
-    }
-    uint64_t state = 0x2545F4914F6CDD1DULL;  // fixed Fisher-Yates shuffle, no Rng trace needed
-    for (int64_t d = c.D - 1; d > 0; --d) {
-      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-      std::swap(shuffled[d], shuffled[(state >> 33) % static_cast<uint64_t>(d + 1)]);
-    }
-    for (const auto* perm : {&reversed, &shuffled}) {
-      const Tensor q = permute_d(*q32, *perm), k = permute_d(*k32, *perm);
-      const ReferenceResult other =
-          maskattn::reference_attention(q.cview(), k.cview(), in.v.cview(), o32, Precision::fp32);
-      keep_worst(r.fp32.out, other.out, r.fp64.out);
-      keep_worst(r.fp32.weights, other.weights, r.fp64.weights);
-      keep_worst(r.fp32.lse, other.lse, r.fp64.lse);
-    }
-    r.ok = true;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "reference_attention() threw (test bug?): " << e.what();
-  }
-  return r;
+// The fp64 reference and the naive fp32 one, its error the worst of three orders over D (natural,
+// reversed, shuffled): a kernel that sums in another order (tiles, lanes, FMA) is then judged
+// against a fair sample.
+CaseReferences run_reference(const Case& c, const CaseInputs& in) {
+  return expect_references(c, in, {DOrder::reversed, DOrder::shuffled});
 }
 
 std::vector<float> head(const std::vector<float>& v, size_t n) {
@@ -373,7 +152,7 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // Buffer elements the output view does not address, and the canaries after weights / lse, still
 // hold the sentinel.
-void expect_untouched(const Case& c, const KernelRun& r) {
+void expect_untouched(const Case& c, const CaseRun& r) {
   const std::vector<uint8_t> addressed = r.out.addressed();
   int64_t touched = 0;
   for (size_t i = 0; i < r.out.buf.size(); ++i)
@@ -389,7 +168,7 @@ void expect_untouched(const Case& c, const KernelRun& r) {
 }
 
 // The explicit per-policy promises for rows the reference flags as fully masked.
-void expect_fully_masked_policy(const Case& c, const Inputs& clean, const KernelRun& r,
+void expect_fully_masked_policy(const Case& c, const CaseInputs& clean, const CaseRun& r,
                                 const std::vector<uint8_t>& fully_masked) {
   const std::vector<float> o = r.out.dense();
   const int64_t group = c.Hkv > 0 ? c.Hq / c.Hkv : 1;
@@ -454,7 +233,7 @@ void expect_fully_masked_policy(const Case& c, const Inputs& clean, const Kernel
 
 // Everything the contract says about one run, compared with the references on clean inputs.
 // `expected_out` replaces the fp64 reference's O when the test knows better (NaN propagation).
-void check_outputs(const Case& c, const Inputs& clean, const KernelRun& r, const References& ref,
+void check_outputs(const Case& c, const CaseInputs& clean, const CaseRun& r, const CaseReferences& ref,
                    const std::vector<double>* expected_out = nullptr) {
   if (!r.ok || !ref.ok) return;
   Tolerance tol;
@@ -521,9 +300,9 @@ class Differential : public TargetTest {
       Case c;
       row.setup(c, rng);
       SCOPED_TRACE("case " + row.name + ": " + describe(c));
-      const Inputs in = make_inputs(c, rng);
-      const References ref = run_reference(c, in);
-      const KernelRun r = run_kernel(c, in, target());
+      const CaseInputs in = c.make_inputs(rng);
+      const CaseReferences ref = run_reference(c, in);
+      const CaseRun r = run_kernel(c, in, target());
       check_outputs(c, in, r, ref);
       ErrorLog::instance().count_case();
     }
@@ -767,7 +546,7 @@ TEST_P(Differential, BiasBroadcastShapes) {
       // A shared [1, 1, Lq, Lk] mask: causal expressed as a bias.
       {"causal_as_bias_11qk", [base](Case& c, Rng&) {
          base(c);
-         c.bias = dense_mask<float>({1, 1, 33, 70}, 0.0f);
+         c.bias = MaskBuffer<float>::dense({1, 1, 33, 70}, 0.0f);
          for (int64_t i = 0; i < 33; ++i)
            for (int64_t j = 0; j < 70; ++j)
              if (j > i + (70 - 33)) c.bias.at(0, 0, i, j) = -kInf;
@@ -817,7 +596,7 @@ TEST_P(Differential, AllowedBroadcastShapes) {
       // Whole heads switched off [1, Hq, 1, 1].
       {"heads_1h11", [base](Case& c, Rng&) {
          base(c);
-         c.allowed = dense_mask<uint8_t>({1, 4, 1, 1}, 1);
+         c.allowed = MaskBuffer<uint8_t>::dense({1, 4, 1, 1}, 1);
          c.allowed.at(0, 2, 0, 0) = 0;
        }},
       // Query rows switched off [B, 1, Lq, 1].
@@ -832,7 +611,7 @@ TEST_P(Differential, AllowedBroadcastShapes) {
       // Whole 64-key blocks off and on: a kernel may skip or fast-path them.
       {"block_pattern", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 70, 200, 16, 16);
-         c.allowed = dense_mask<uint8_t>({1, 1, 70, 200}, 0);
+         c.allowed = MaskBuffer<uint8_t>::dense({1, 1, 70, 200}, 0);
          for (int64_t i = 0; i < 70; ++i)
            for (int64_t j = 0; j < 200; ++j)
              c.allowed.at(0, 0, i, j) = ((j / 64 + i / 32) % 2 == 0) ? 1 : 0;
@@ -1269,14 +1048,14 @@ TEST_P(Differential, ExtremeBiasValues) {
       {"mixed_per_element", [base](Case& c, Rng& rng) {
          base(c);
          const float values[] = {-kInf, -1e4f, -1e9f, -3.4e38f};
-         c.bias = dense_mask<float>({1, 2, 24, 70}, 0.0f);
+         c.bias = MaskBuffer<float>::dense({1, 2, 24, 70}, 0.0f);
          for (float& x : c.bias.data)
            if (rng.bernoulli(0.4)) x = values[rng.uniform_int(0, 3)];
        }},
       // Rows whose only finite keys have -1e4: softmax over those, shifted.
       {"rows_only_minus_1e4", [base](Case& c, Rng& rng) {
          base(c);
-         c.bias = dense_mask<float>({1, 1, 24, 70}, -kInf);
+         c.bias = MaskBuffer<float>::dense({1, 1, 24, 70}, -kInf);
          for (float& x : c.bias.data)
            if (rng.bernoulli(0.5)) x = -1e4f;
          c.unit_scale = false;  // s - 1e4 rounds in fp32 by up to 5e-4 (ulp(1e4) / 2)
@@ -1299,7 +1078,7 @@ TEST_P(Differential, ExtremeBiasValues) {
       // -3.4e38 bias with ALiBi and softcap added: must not overflow to -inf or NaN.
       {"huge_negative_plus_alibi", [base](Case& c, Rng&) {
          base(c);
-         c.bias = dense_mask<float>({1, 1, 24, 70}, 0.0f);
+         c.bias = MaskBuffer<float>::dense({1, 1, 24, 70}, 0.0f);
          for (int64_t j = 0; j < 70; j += 2) c.bias.at(0, 0, 0, j) = -3.4e38f;
          c.alibi = {0.5f, 0.125f};
          c.softcap = 10.0f;
@@ -1433,7 +1212,7 @@ TEST_P(Differential, FullyMaskedRows) {
       // `allowed` false everywhere.
       {"allowed_all_false", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 9, 33, 16, 16);
-         c.allowed = dense_mask<uint8_t>({1, 1, 1, 1}, 0);
+         c.allowed = MaskBuffer<uint8_t>::dense({1, 1, 1, 1}, 0);
        }},
       // Bias -inf on every key of some rows.
       {"bias_rows_minus_inf", [](Case& c, Rng& rng) {
@@ -1474,8 +1253,8 @@ TEST_P(Differential, FullyMaskedRows) {
       s.setup(c, rng);
       c.policy = p;
       SCOPED_TRACE("case " + name + ": " + describe(c));
-      const Inputs in = make_inputs(c, rng);
-      const References ref = run_reference(c, in);
+      const CaseInputs in = c.make_inputs(rng);
+      const CaseReferences ref = run_reference(c, in);
       if (!ref.ok) continue;
       const auto& fm = ref.fp64.fully_masked;
       EXPECT_TRUE(std::count(fm.begin(), fm.end(), 1) > 0)
@@ -1535,7 +1314,7 @@ TEST_P(Differential, GarbageInMaskedDataDoesNotLeak) {
       {"allowed_keys",
        [](Case& c, Rng&) {
          c.dims(2, 2, 2, 30, 90, 16, 16);
-         c.allowed = dense_mask<uint8_t>({2, 1, 1, 90}, 1);
+         c.allowed = MaskBuffer<uint8_t>::dense({2, 1, 1, 90}, 1);
          for (int64_t j = 0; j < 90; ++j) {
            c.allowed.at(0, 0, 0, j) = j % 3 != 0;
            c.allowed.at(1, 0, 0, j) = j < 40;
@@ -1581,8 +1360,8 @@ TEST_P(Differential, GarbageInMaskedDataDoesNotLeak) {
     Case c;
     row.setup(c, rng);
     SCOPED_TRACE("case " + row.name + ": " + describe(c));
-    const Inputs clean = make_inputs(c, rng);
-    Inputs dirty = clean;
+    const CaseInputs clean = c.make_inputs(rng);
+    CaseInputs dirty = clean;
     int64_t n = 0, dirty_keys = 0, dirty_rows = 0;
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t h = 0; h < c.Hkv; ++h)
@@ -1600,7 +1379,7 @@ TEST_P(Differential, GarbageInMaskedDataDoesNotLeak) {
             for (int64_t d = 0; d < c.D; ++d) dirty.q.at(b, h, i, d) = garbage(n++);
           }
     ASSERT_GT(dirty_keys + dirty_rows, 0) << "test bug: nothing poisoned";
-    const References ref = run_reference(c, clean);
+    const CaseReferences ref = run_reference(c, clean);
     if (!ref.ok) continue;
     // Test sanity: the clean reference gives every poisoned key weight 0 and flags every
     // poisoned row fully masked (otherwise the scenario is wrong, not the kernel).
@@ -1681,11 +1460,11 @@ TEST_P(Differential, NanInAttendedDataPropagates) {
     c.want_weights = false;  // only O is specified for NaN data
     c.want_lse = false;
     SCOPED_TRACE("case " + row.name + ": " + describe(c));
-    const Inputs clean = make_inputs(c, rng);
-    Inputs dirty = clean;
+    const CaseInputs clean = c.make_inputs(rng);
+    CaseInputs dirty = clean;
     Case with_weights = c;
     with_weights.want_weights = true;
-    const References ref = run_reference(with_weights, clean);
+    const CaseReferences ref = run_reference(with_weights, clean);
     if (!ref.ok) continue;
     std::vector<double> expected = ref.fp64.out;
     const int64_t group = c.Hq / c.Hkv;
@@ -1724,14 +1503,14 @@ TEST_P(Differential, ConstantBiasShiftInvariance) {
       // Per-row constants [1, 1, Lq, 1] cycling through small, large, positive and negative.
       {"per_row", [](Case& c, Rng&) {
          c.dims(1, 2, 2, 33, 70, 32, 32);
-         c.bias = dense_mask<float>({1, 1, 33, 1}, 0.0f);
+         c.bias = MaskBuffer<float>::dense({1, 1, 33, 1}, 0.0f);
          const float cs[] = {3.5f, -100.0f, 0.25f, -7.75f, 12.0f};
          for (int64_t i = 0; i < 33; ++i) c.bias.at(0, 0, i, 0) = cs[i % 5];
        }},
       // Per-head constants [1, Hq, 1, 1] under GQA.
       {"per_head", [](Case& c, Rng&) {
          c.dims(2, 4, 2, 20, 65, 16, 16);
-         c.bias = dense_mask<float>({1, 4, 1, 1}, 0.0f);
+         c.bias = MaskBuffer<float>::dense({1, 4, 1, 1}, 0.0f);
          const float cs[] = {3.5f, -100.0f, 42.0f, -0.5f};
          for (int64_t h = 0; h < 4; ++h) c.bias.at(0, h, 0, 0) = cs[h];
        }},
@@ -1740,12 +1519,12 @@ TEST_P(Differential, ConstantBiasShiftInvariance) {
          c.dims(2, 2, 1, 40, 40, 16, 16);
          c.causal = true;
          c.key_lengths = lengths({40, 23});
-         c.bias = dense_mask<float>({1, 1, 1, 1}, -100.0f);
+         c.bias = MaskBuffer<float>::dense({1, 1, 1, 1}, -100.0f);
        }},
       // A constant over the allowed keys of each row, -inf elsewhere (a mask in bias form).
       {"constant_with_minus_inf", [](Case& c, Rng& rng) {
          c.dims(1, 1, 1, 30, 50, 16, 16);
-         c.bias = dense_mask<float>({1, 1, 30, 50}, 3.5f);
+         c.bias = MaskBuffer<float>::dense({1, 1, 30, 50}, 3.5f);
          for (float& x : c.bias.data)
            if (rng.bernoulli(0.3)) x = -kInf;
        }},
@@ -1763,16 +1542,16 @@ TEST_P(Differential, ConstantBiasShiftInvariance) {
     c.unit_scale = false;
     c.floor = 2e-6 + 2.0 * ulp;
     SCOPED_TRACE("case " + row.name + ": " + describe(c));
-    const Inputs in = make_inputs(c, rng);
-    const References ref = run_reference(c, in);
-    const KernelRun biased = run_kernel(c, in, target());
+    const CaseInputs in = c.make_inputs(rng);
+    const CaseReferences ref = run_reference(c, in);
+    const CaseRun biased = run_kernel(c, in, target());
     check_outputs(c, in, biased, ref);  // against the reference, 2x-naive policy
 
     // The same problem with the constant removed (finite entries -> 0, -inf stays).
     Case plain = c;
     for (float& x : plain.bias.data)
       if (std::isfinite(x)) x = 0.0f;
-    const KernelRun unbiased = run_kernel(plain, in, target());
+    const CaseRun unbiased = run_kernel(plain, in, target());
     if (!biased.ok || !unbiased.ok) continue;
     const double tol = c.floor;  // fp32 rounding of s + c, as above
     const std::vector<float> a = biased.out.dense(), b = unbiased.out.dense();
@@ -1804,7 +1583,7 @@ TEST_P(Differential, OptionalOutputs) {
       c.want_weights = mask & 1;
       c.want_lse = mask & 2;
       SCOPED_TRACE("case " + name + ": " + describe(c));
-      const Inputs in = make_inputs(c, rng);
+      const CaseInputs in = c.make_inputs(rng);
       check_outputs(c, in, run_kernel(c, in, target()), run_reference(c, in));
       ErrorLog::instance().count_case();
     }
@@ -1844,9 +1623,9 @@ TEST_P(Differential, StatsCausalSkipsTiles) {
   c.dims(1, 1, 1, 256, 256, 64, 64);
   c.causal = true;
   c.want_weights = false;
-  const Inputs in = make_inputs(c, rng);
+  const CaseInputs in = c.make_inputs(rng);
   Stats stats;
-  const KernelRun r = run_kernel(c, in, target(), &stats);
+  const CaseRun r = run_kernel(c, in, target(), &stats);
   check_outputs(c, in, r, run_reference(c, in));
   // Tiles entirely above the diagonal hold no allowed pair and are skipped.
   EXPECT_GT(stats.tiles_skipped, 0);
@@ -1869,7 +1648,7 @@ TEST_P(Differential, StatsUnmaskedHasOnlyFullTiles) {
     c.dims(1, 2, 1, lq, lk, 32, 32);
     c.want_weights = false;
     SCOPED_TRACE("Lq=" + std::to_string(lq) + " Lk=" + std::to_string(lk));
-    const Inputs in = make_inputs(c, rng);
+    const CaseInputs in = c.make_inputs(rng);
     Stats stats;
     check_outputs(c, in, run_kernel(c, in, target(), &stats), run_reference(c, in));
     EXPECT_EQ(stats.tiles_skipped, 0);
@@ -1885,7 +1664,7 @@ TEST_P(Differential, StatsNoFullTileWhenEverythingIsMasked) {
   Case c;
   c.dims(2, 1, 1, 128, 128, 16, 16);
   c.key_lengths = lengths({0, 0});
-  const Inputs in = make_inputs(c, rng);
+  const CaseInputs in = c.make_inputs(rng);
   Stats stats;
   check_outputs(c, in, run_kernel(c, in, target(), &stats), run_reference(c, in));
   EXPECT_EQ(stats.tiles_full, 0);
@@ -1900,9 +1679,9 @@ TEST_P(Differential, RepeatedCallsAreBitwiseIdentical) {
   c.causal = true;
   c.key_lengths = lengths({130, 77});
   c.bias = random_bias(rng, {2, 1, 65, 130});
-  const Inputs in = make_inputs(c, rng);
-  const KernelRun a = run_kernel(c, in, target());
-  const KernelRun b = run_kernel(c, in, target());
+  const CaseInputs in = c.make_inputs(rng);
+  const CaseRun a = run_kernel(c, in, target());
+  const CaseRun b = run_kernel(c, in, target());
   ASSERT_TRUE(a.ok && b.ok);
   EXPECT_EQ(0, std::memcmp(a.out.buf.data(), b.out.buf.data(), a.out.buf.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(a.weights.data(), b.weights.data(), a.weights.size() * sizeof(float)));
@@ -1927,16 +1706,16 @@ TEST_P(Differential, ThreadCountDoesNotChangeResults) {
   cases[2].allowed = random_allowed(rng, {2, 1, 40, 900}, 0.7);
   cases[2].alibi = {0.5f, 0.25f, 0.125f, 0.0625f};
   for (const Case& base : cases) {
-    const Inputs in = make_inputs(base, rng);
+    const CaseInputs in = base.make_inputs(rng);
     Case one = base;
-    const KernelRun first = run_kernel(one, in, target());
+    const CaseRun first = run_kernel(one, in, target());
     ASSERT_TRUE(first.ok);
     check_outputs(one, in, first, run_reference(one, in));
     for (int threads : {2, 3, 8}) {
       Case c = base;
       c.threads = threads;
       Stats stats;
-      const KernelRun r = run_kernel(c, in, target(), &stats);
+      const CaseRun r = run_kernel(c, in, target(), &stats);
       ASSERT_TRUE(r.ok);
 #if !defined(__EMSCRIPTEN__) || defined(__EMSCRIPTEN_PTHREADS__)
       EXPECT_GE(stats.threads_used, 2) << "the problem must really split across threads";

@@ -5,9 +5,8 @@
 //   - kernel_targets() / TargetTest / MASKATTN_INSTANTIATE_FOR_TARGETS: run a TEST_P over every
 //     kernel target (all maskattn::Target values but reference and automatic). A target this
 //     build or CPU cannot run is skipped with GTEST_SKIP, never silently replaced.
-//   - Tensor / make_tensor / fill_uniform: random Q/K/V/O buffers in bhld, blhd and padded,
-//     misaligned strided storage. Padding is filled with a caller-chosen value (NaN for inputs, a
-//     sentinel for outputs) so reads and writes outside the view show up.
+//   - expect_kernel_run / expect_references: an AttentionCase (attention_case.hpp) run, a throw
+//     being a test failure.
 //   - compare_to_reference: the tolerance policy of docs/semantics.md "Numbers" (see Tolerance).
 //   - ErrorLog: the largest errors seen per target, printed once at the end of the run.
 //
@@ -35,6 +34,7 @@
 
 #include "maskattn/maskattn.hpp"
 #include "maskattn/reference.hpp"
+#include "attention_case.hpp"
 #include "tensor.hpp"
 
 namespace maskattn {
@@ -341,86 +341,6 @@ class TargetTest : public ::testing::TestWithParam<KernelTarget> {
                            ::maskattn_test::TargetParamName())
 
 // ---------------------------------------------------------------------------------------------
-// Tensors
-// ---------------------------------------------------------------------------------------------
-
-enum class Storage {
-  bhld,         // contiguous [B, H, L, D]
-  blhd,         // contiguous [B, L, H, D]
-  padded_bhld,  // [B, H, L, D] order with gaps after every row, head and batch; misaligned start
-  padded_blhd,  // [B, L, H, D] order with gaps after every head and row; misaligned start
-  qkv_packed,   // one projection output [B, L, 3, H, D]; `slot` 0/1/2 picks Q, K or V in it
-};
-
-inline const char* storage_name(Storage s) {
-  switch (s) {
-    case Storage::bhld: return "bhld";
-    case Storage::blhd: return "blhd";
-    case Storage::padded_bhld: return "padded_bhld";
-    case Storage::padded_blhd: return "padded_blhd";
-    case Storage::qkv_packed: return "qkv_packed";
-  }
-  return "?";
-}
-
-
-// A tensor of logical shape [B, H, L, D] in the given storage; every element (padding included)
-// starts as `fill`. `slot` is only used by qkv_packed (the other two slots are padding here).
-inline Tensor make_tensor(Storage s, int64_t B, int64_t H, int64_t L, int64_t D, float fill,
-                          int slot = 0) {
-  Tensor t;
-  t.shape = {B, H, L, D};
-  int64_t total = 0;
-  switch (s) {
-    case Storage::bhld:
-      t.strides = {H * L * D, L * D, D, 1};
-      total = B * H * L * D;
-      break;
-    case Storage::blhd:
-      t.strides = {L * H * D, D, H * D, 1};
-      total = B * H * L * D;
-      break;
-    case Storage::padded_bhld: {
-      const int64_t row = D + 3, head = L * row + 2, batch = H * head + 5;
-      t.strides = {batch, head, row, 1};
-      t.offset = 1;  // 4-byte aligned only: catches aligned loads
-      total = B * batch + 7;
-      break;
-    }
-    case Storage::padded_blhd: {
-      const int64_t head = D + 1, row = H * head + 3, batch = L * row + 5;
-      t.strides = {batch, head, row, 1};
-      t.offset = 3;
-      total = B * batch + 7;
-      break;
-    }
-    case Storage::qkv_packed:
-      t.strides = {L * 3 * H * D, D, 3 * H * D, 1};
-      t.offset = slot * H * D;
-      total = B * L * 3 * H * D;
-      break;
-  }
-  t.buf.assign(static_cast<size_t>(t.offset + std::max<int64_t>(total, 0) + 1), fill);
-  return t;
-}
-
-// Uniform random values in [lo, hi) in every element the view addresses, padding left as is.
-inline void fill_uniform(Tensor& t, Rng& rng, float lo, float hi) {
-  for (int64_t b = 0; b < t.shape[0]; ++b)
-    for (int64_t h = 0; h < t.shape[1]; ++h)
-      for (int64_t l = 0; l < t.shape[2]; ++l)
-        for (int64_t d = 0; d < t.shape[3]; ++d) t.at(b, h, l, d) = rng.uniform(lo, hi);
-}
-
-inline Tensor random_tensor(Rng& rng, Storage s, int64_t B, int64_t H, int64_t L, int64_t D,
-                            float lo = -1.0f, float hi = 1.0f, float pad_fill = kNaN,
-                            int slot = 0) {
-  Tensor t = make_tensor(s, B, H, L, D, pad_fill, slot);
-  fill_uniform(t, rng, lo, hi);
-  return t;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Comparison with the float64 reference: the tolerance policy
 // ---------------------------------------------------------------------------------------------
 //
@@ -534,14 +454,25 @@ inline std::vector<double> to_double(const std::vector<float>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
-// Keeps, element by element, whichever fp32 result is farther from the fp64 one (for the naive
-// fp32 error of the tolerance policy, taken over several summation orders).
-inline void keep_worst(std::vector<double>& worst, const std::vector<double>& other,
-                const std::vector<double>& fp64) {
-  for (size_t i = 0; i < worst.size() && i < other.size(); ++i)
-    if (std::isfinite(other[i]) &&
-        !(std::fabs(other[i] - fp64[i]) <= std::fabs(worst[i] - fp64[i])))
-      worst[i] = other[i];
+// AttentionCase (attention_case.hpp) runs in a GoogleTest suite: a throw is a test failure, and
+// the run's (or the references') `ok` stays false.
+inline CaseRun expect_kernel_run(const AttentionCase& c, const CaseInputs& in, const maskattn::Options& o) {
+  CaseRun r = c.new_outputs();
+  try {
+    c.run_kernel(in, o, r);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "attention() threw: " << e.what();
+  }
+  return r;
+}
+inline CaseReferences expect_references(const AttentionCase& c, const CaseInputs& in,
+                                        std::initializer_list<DOrder> orders) {
+  try {
+    return c.run_reference(in, orders);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "reference_attention() threw (test bug?): " << e.what();
+    return {};
+  }
 }
 
 }  // namespace maskattn_test

@@ -1,7 +1,8 @@
 // The problems the thread suites run (test_threads.cpp: the library's own pool; test_executor.cpp:
 // a host's executor): shapes that really split across threads, their inputs, one call returning
 // O, weights and lse in one vector, bitwise comparison, and several application threads calling
-// at once. Native only (the WebAssembly test builds' threads are a fixed pool of workers).
+// at once. The problems are AttentionCase (attention_case.hpp). Native only (the WebAssembly test
+// builds' threads are a fixed pool of workers).
 #pragma once
 
 #include <atomic>
@@ -11,17 +12,25 @@
 #include <thread>
 #include <vector>
 
+#include "attention_case.hpp"
 #include "maskattn/maskattn.hpp"
 
 namespace maskattn_test {
 
-// n values in [-1, 1) from a linear congruential generator seeded with `seed`.
-inline std::vector<float> lcg_values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = float(seed >> 8) / float(1u << 24) * 2.0f - 1.0f;
+// A linear congruential generator: values uniform in [lo, hi), 24 random bits each.
+struct Lcg {
+  uint32_t state;
+  float uniform(float lo, float hi) {
+    state = state * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float(state >> 8) / float(1u << 24));
   }
+};
+
+// n values in [-1, 1) from the generator seeded with `seed`.
+inline std::vector<float> lcg_values(size_t n, uint32_t seed) {
+  Lcg g{seed};
+  std::vector<float> v(n);
+  for (float& x : v) x = g.uniform(-1.0f, 1.0f);
   return v;
 }
 
@@ -45,42 +54,36 @@ struct ThreadShape {
   int64_t ragged_step;
 };
 
+// A shape as an AttentionCase (attention_case.hpp) with its inputs: Q, K and V contiguous bhld from
+// the generators seeded 1, 2 and 3.
 struct ThreadInputs {
   ThreadShape s;
-  std::vector<float> q, k, v;
-  std::vector<int32_t> key_lengths;
+  AttentionCase c;
+  CaseInputs inputs;
   explicit ThreadInputs(const ThreadShape& shape) : s(shape) {
-    q = lcg_values(size_t(s.B * s.Hq * s.Lq * s.D), 1);
-    k = lcg_values(size_t(s.B * s.Hkv * s.Lk * s.D), 2);
-    v = lcg_values(size_t(s.B * s.Hkv * s.Lk * s.Dv), 3);
-    for (int64_t b = 0; b < s.B; ++b) key_lengths.push_back(int32_t(s.Lk - (b * s.ragged_step) % (s.Lk - 2)));
+    c.dims(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.Dv);
+    c.causal = s.causal;
+    for (int64_t b = 0; b < s.B; ++b) c.key_lengths.push_back(int32_t(s.Lk - (b * s.ragged_step) % (s.Lk - 2)));
+    if (!s.causal && s.Lk > 100) c.window = {300, 50};
+    Lcg gq{1}, gk{2}, gv{3};
+    inputs = c.make_inputs(gq, gk, gv);
   }
   maskattn::Options options(maskattn::Target t, maskattn::Kernel kernel, int threads,
                             const maskattn::Executor* executor = nullptr, maskattn::Stats* stats = nullptr) const {
-    maskattn::Options o;
-    o.causal = s.causal;
-    o.key_lengths = key_lengths;
-    if (!s.causal && s.Lk > 100) o.window = {300, 50};
-    o.target = t;
-    o.kernel = kernel;
+    maskattn::Options o = c.options(t, kernel);
     o.threads = threads;
     o.executor = executor;
     o.stats = stats;
     return o;
   }
-  // O, weights and lse in one vector (bitwise comparisons).
+  // O, weights and lse in one vector (bitwise comparisons). Throws what attention() throws.
   std::vector<float> run(maskattn::Target t, maskattn::Kernel kernel, int threads,
                          const maskattn::Executor* executor = nullptr, maskattn::Stats* stats = nullptr) const {
-    const int64_t no = s.B * s.Hq * s.Lq * s.Dv, nw = s.B * s.Hq * s.Lq * s.Lk, nl = s.B * s.Hq * s.Lq;
-    std::vector<float> r(size_t(no + nw + nl));
-    maskattn::ExtraOutputs extra;
-    extra.weights = r.data() + no;
-    extra.lse = r.data() + no + nw;
-    maskattn::attention(maskattn::bhld<const float>(q.data(), s.B, s.Hq, s.Lq, s.D),
-                        maskattn::bhld<const float>(k.data(), s.B, s.Hkv, s.Lk, s.D),
-                        maskattn::bhld<const float>(v.data(), s.B, s.Hkv, s.Lk, s.Dv),
-                        maskattn::bhld(r.data(), s.B, s.Hq, s.Lq, s.Dv), options(t, kernel, threads, executor, stats),
-                        extra);
+    const CaseRun run = c.run_kernel(inputs, options(t, kernel, threads, executor, stats));
+    std::vector<float> r = run.out.dense();
+    const std::vector<float> w = run.weight_values(), l = run.lse_values();
+    r.insert(r.end(), w.begin(), w.end());
+    r.insert(r.end(), l.begin(), l.end());
     return r;
   }
 };

@@ -29,7 +29,7 @@
 
 #include "maskattn/maskattn.hpp"
 #include "maskattn/reference.hpp"
-#include "../tensor.hpp"
+#include "../attention_case.hpp"
 
 namespace {
 
@@ -43,7 +43,7 @@ using maskattn::Target;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kSentinel = 4242.0f;
+constexpr float kSentinel = maskattn_test::kOutputSentinel;  // fills every output buffer
 
 float float_from_bits(uint32_t bits) {
   float f;
@@ -86,30 +86,16 @@ struct Gen {
   float uniform(float lo, float hi) { return lo + (hi - lo) * float(next() >> 40) * (1.0f / 16777216.0f); }
 };
 
-// Tensors (tests/tensor.hpp) are made with padding (NaN for inputs, a sentinel for outputs) around
-// and between rows: reads or writes outside the view show up.
+// The attention problems are the suites' AttentionCase (tests/attention_case.hpp): tensors made
+// with padding (NaN for inputs, a sentinel for outputs) around and between rows, so reads or
+// writes outside the view show up.
+using maskattn_test::AttentionCase;
+using maskattn_test::CaseInputs;
+using maskattn_test::CaseRun;
+using maskattn_test::DOrder;
+using maskattn_test::MaskBuffer;
+using maskattn_test::Storage;
 using maskattn_test::Tensor;
-
-// layout 0: bhld, 1: blhd, 2: bhld with gaps (row, head, batch) and a misaligned start.
-Tensor make(int layout, int64_t B, int64_t H, int64_t L, int64_t D, float pad) {
-  Tensor t;
-  t.shape[0] = B; t.shape[1] = H; t.shape[2] = L; t.shape[3] = D;
-  int64_t total = 0;
-  if (layout == 0) {
-    t.strides[0] = H * L * D; t.strides[1] = L * D; t.strides[2] = D;
-    total = B * H * L * D;
-  } else if (layout == 1) {
-    t.strides[0] = L * H * D; t.strides[1] = D; t.strides[2] = H * D;
-    total = B * H * L * D;
-  } else {
-    const int64_t row = D + 3, head = L * row + 2, batch = H * head + 5;
-    t.strides[0] = batch; t.strides[1] = head; t.strides[2] = row;
-    t.offset = 1;
-    total = B * batch;
-  }
-  t.buf.assign(size_t(t.offset + total + 2), pad);
-  return t;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Comparison: docs/semantics.md "Numbers". bound = max(2 x naive fp32 error over the tensor,
@@ -150,56 +136,17 @@ void compare(const char* what, const std::vector<float>& got, const std::vector<
   }
 }
 
-// Keeps the fp32 result farthest from fp64 (the naive error over summation orders).
-void keep_worst(std::vector<double>& worst, const std::vector<double>& other, const std::vector<double>& fp64) {
-  for (size_t i = 0; i < worst.size(); ++i)
-    if (std::isfinite(other[i]) && !(std::fabs(other[i] - fp64[i]) <= std::fabs(worst[i] - fp64[i]))) worst[i] = other[i];
-}
-
 // ---------------------------------------------------------------------------------------------
-// One attention problem.
+// One attention problem: the case (sizes, layout, mask rules, target, kernel, threads), its inputs
+// and output buffers, and the Options of the call (hostile_case changes them).
 // ---------------------------------------------------------------------------------------------
 struct Problem {
-  int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0;
-  int layout = 0;
-  Tensor q, k, v, out;
-  std::vector<float> weights, lse;
-  bool want_weights = false, want_lse = false;
-  std::vector<int32_t> key_lengths, query_lengths, qseg, kseg;
-  std::vector<uint8_t> allowed;
-  std::vector<float> bias, slopes, sinks;
-  std::vector<int32_t> tree;
-  int64_t allowed_shape[4] = {1, 1, 1, 1}, bias_shape[4] = {1, 1, 1, 1};
+  AttentionCase c;
+  CaseInputs in;
+  CaseRun run;
   Options opt;
-  maskattn::ExtraOutputs extra;
-  bool unit_scale = true;  // inputs in [-1, 1], O(1) logits: the 1e-5 cap applies to O
   bool inf_in_qk = false;  // an infinity in q or k (see check_outputs)
   bool inf_in_v = false;   // an infinity in v (see check_outputs)
-
-  void link() {  // views of the buffers into opt and extra
-    opt.key_lengths = key_lengths.empty() ? maskattn::Span<int32_t>() : maskattn::Span<int32_t>(key_lengths);
-    opt.query_lengths = query_lengths.empty() ? maskattn::Span<int32_t>() : maskattn::Span<int32_t>(query_lengths);
-    opt.query_segments = qseg.empty() && kseg.empty() ? maskattn::Span<int32_t>() : maskattn::Span<int32_t>(qseg.data(), qseg.size());
-    opt.key_segments = qseg.empty() && kseg.empty() ? maskattn::Span<int32_t>() : maskattn::Span<int32_t>(kseg.data(), kseg.size());
-    if (!allowed.empty())
-      opt.allowed = maskattn::make_mask<uint8_t>(allowed.data(), allowed_shape[0], allowed_shape[1], allowed_shape[2],
-                                                 allowed_shape[3], int64_t(allowed.size()));
-    if (!bias.empty())
-      opt.bias = maskattn::make_mask<float>(bias.data(), bias_shape[0], bias_shape[1], bias_shape[2], bias_shape[3],
-                                            int64_t(bias.size()));
-    opt.alibi_slopes = slopes.empty() ? maskattn::Span<float>() : maskattn::Span<float>(slopes);
-    opt.sinks = sinks.empty() ? maskattn::Span<float>() : maskattn::Span<float>(sinks);
-    opt.tree = tree.empty() ? maskattn::Span<int32_t>() : maskattn::Span<int32_t>(tree);
-    extra = {};
-    if (want_weights) {
-      extra.weights = weights.data();
-      extra.weights_size = int64_t(weights.size());
-    }
-    if (want_lse) {
-      extra.lse = lse.data();
-      extra.lse_size = int64_t(lse.size());
-    }
-  }
 };
 
 float special(FuzzedDataProvider& in) {
@@ -209,30 +156,27 @@ float special(FuzzedDataProvider& in) {
 
 Problem build_problem(FuzzedDataProvider& in) {
   Problem p;
-  p.B = in.ConsumeIntegralInRange<int64_t>(0, 2);
-  p.Hkv = in.ConsumeIntegralInRange<int64_t>(0, 3);
-  p.Hq = p.Hkv * in.ConsumeIntegralInRange<int64_t>(1, 4);
-  p.Lq = in.ConsumeIntegralInRange<int64_t>(0, 40);
-  p.Lk = in.ConsumeIntegralInRange<int64_t>(0, 140);
-  p.D = in.ConsumeIntegralInRange<int64_t>(0, 24);
-  p.Dv = in.ConsumeIntegralInRange<int64_t>(0, 24);
-  p.layout = in.ConsumeIntegralInRange<int>(0, 2);
+  AttentionCase& c = p.c;
+  c.B = in.ConsumeIntegralInRange<int64_t>(0, 2);
+  c.Hkv = in.ConsumeIntegralInRange<int64_t>(0, 3);
+  c.Hq = c.Hkv * in.ConsumeIntegralInRange<int64_t>(1, 4);
+  c.Lq = in.ConsumeIntegralInRange<int64_t>(0, 40);
+  c.Lk = in.ConsumeIntegralInRange<int64_t>(0, 140);
+  c.D = in.ConsumeIntegralInRange<int64_t>(0, 24);
+  c.Dv = in.ConsumeIntegralInRange<int64_t>(0, 24);
+  // bhld, blhd, or bhld with gaps (row, head, batch) and a misaligned start.
+  const int layout = in.ConsumeIntegralInRange<int>(0, 2);
+  c.storage(layout == 0 ? Storage::bhld : layout == 1 ? Storage::blhd : Storage::padded_bhld);
   Gen g{in.ConsumeIntegral<uint64_t>()};
   const float amp = in.ConsumeBool() ? 1.0f : 6.0f;
-  p.unit_scale = amp == 1.0f;
-  p.q = make(p.layout, p.B, p.Hq, p.Lq, p.D, kNaN);
-  p.k = make(p.layout, p.B, p.Hkv, p.Lk, p.D, kNaN);
-  p.v = make(p.layout, p.B, p.Hkv, p.Lk, p.Dv, kNaN);
-  p.out = make(p.layout, p.B, p.Hq, p.Lq, p.Dv, kSentinel);
-  for (Tensor* t : {&p.q, &p.k, &p.v})
-    for (int64_t b = 0; b < t->shape[0]; ++b)
-      for (int64_t h = 0; h < t->shape[1]; ++h)
-        for (int64_t l = 0; l < t->shape[2]; ++l)
-          for (int64_t d = 0; d < t->shape[3]; ++d) t->buf[size_t(t->index(b, h, l, d))] = g.uniform(-amp, amp);
+  c.unit_scale = amp == 1.0f;
+  c.lo = -amp;
+  c.hi = amp;
+  p.in = c.make_inputs(g);
   // A few special values (NaN, infinities, zeros) where the fuzzer says.
   const int specials = in.ConsumeIntegralInRange<int>(0, 3);
   for (int s = 0; s < specials; ++s) {
-    Tensor* t = in.PickValueInArray({&p.q, &p.k, &p.v});
+    Tensor* t = in.PickValueInArray({&p.in.q, &p.in.k, &p.in.v});
     const int64_t n = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
     if (n == 0) continue;
     int64_t flat = in.ConsumeIntegralInRange<int64_t>(0, n - 1);
@@ -240,40 +184,43 @@ Problem build_problem(FuzzedDataProvider& in) {
     const int64_t b = flat / t->shape[1];
     const float x = special(in);
     t->buf[size_t(t->index(b, h, l, d))] = x;
-    p.unit_scale = false;
-    if (std::isinf(x)) (t == &p.v ? p.inf_in_v : p.inf_in_qk) = true;
+    c.unit_scale = false;
+    if (std::isinf(x)) (t == &p.in.v ? p.inf_in_v : p.inf_in_qk) = true;
   }
 
-  Options& o = p.opt;
-  o.causal = in.ConsumeBool();
-  o.align = in.ConsumeBool() ? maskattn::Align::top_left : maskattn::Align::bottom_right;
+  c.causal = in.ConsumeBool();
+  c.align = in.ConsumeBool() ? maskattn::Align::top_left : maskattn::Align::bottom_right;
   if (in.ConsumeBool())
-    for (int64_t b = 0; b < p.B; ++b) p.key_lengths.push_back(in.ConsumeIntegralInRange<int32_t>(0, int32_t(p.Lk)));
+    for (int64_t b = 0; b < c.B; ++b) c.key_lengths.push_back(in.ConsumeIntegralInRange<int32_t>(0, int32_t(c.Lk)));
   if (in.ConsumeBool())
-    for (int64_t b = 0; b < p.B; ++b) p.query_lengths.push_back(in.ConsumeIntegralInRange<int32_t>(0, int32_t(p.Lq)));
+    for (int64_t b = 0; b < c.B; ++b) c.query_lengths.push_back(in.ConsumeIntegralInRange<int32_t>(0, int32_t(c.Lq)));
   if (in.ConsumeBool()) {
-    o.window.left = in.ConsumeIntegralInRange<int64_t>(-1, p.Lk + p.Lq);
-    o.window.right = in.ConsumeIntegralInRange<int64_t>(-1, p.Lk + p.Lq);
+    c.window.left = in.ConsumeIntegralInRange<int64_t>(-1, c.Lk + c.Lq);
+    c.window.right = in.ConsumeIntegralInRange<int64_t>(-1, c.Lk + c.Lq);
   }
-  if (in.ConsumeBool()) o.prefix = in.ConsumeIntegralInRange<int64_t>(0, p.Lk + 2);
+  if (in.ConsumeBool()) c.prefix = in.ConsumeIntegralInRange<int64_t>(0, c.Lk + 2);
   if (in.ConsumeBool()) {
     const int32_t ids = in.ConsumeIntegralInRange<int32_t>(1, 4);
-    for (int64_t n = 0; n < p.B * p.Lq; ++n) p.qseg.push_back(int32_t(g.next() % uint64_t(ids)));
-    for (int64_t n = 0; n < p.B * p.Lk; ++n) p.kseg.push_back(int32_t(g.next() % uint64_t(ids)));
+    for (int64_t n = 0; n < c.B * c.Lq; ++n) c.query_segments.push_back(int32_t(g.next() % uint64_t(ids)));
+    for (int64_t n = 0; n < c.B * c.Lk; ++n) c.key_segments.push_back(int32_t(g.next() % uint64_t(ids)));
   }
-  const int64_t full[4] = {p.B, p.Hq, p.Lq, p.Lk};
+  // Masks of any broadcast shape; one with no elements keeps one (it still needs an address).
+  const int64_t full[4] = {c.B, c.Hq, c.Lq, c.Lk};
   if (in.ConsumeBool()) {
+    std::array<int64_t, 4> shape{};
     int64_t n = 1;
-    for (int d = 0; d < 4; ++d) n *= (p.allowed_shape[d] = in.ConsumeBool() ? full[d] : 1);
+    for (int d = 0; d < 4; ++d) n *= (shape[d] = in.ConsumeBool() ? full[d] : 1);
     const uint64_t keep = in.ConsumeIntegralInRange<uint64_t>(0, 16);
-    for (int64_t i = 0; i < n; ++i) p.allowed.push_back(g.next() % 16 < keep ? 1 : 0);
-    if (p.allowed.empty()) p.allowed.push_back(1);  // a 0-element mask still needs an address
+    c.allowed = MaskBuffer<uint8_t>::dense(shape, 1);
+    for (int64_t i = 0; i < n; ++i) c.allowed.data[size_t(i)] = g.next() % 16 < keep ? 1 : 0;
   }
   if (in.ConsumeBool()) {
+    std::array<int64_t, 4> shape{};
     int64_t n = 1;
-    for (int d = 0; d < 4; ++d) n *= (p.bias_shape[d] = in.ConsumeBool() ? full[d] : 1);
+    for (int d = 0; d < 4; ++d) n *= (shape[d] = in.ConsumeBool() ? full[d] : 1);
     const int kind = in.ConsumeIntegralInRange<int>(0, 3);
     static const float large[] = {-1e4f, -1e9f, -3.4e38f};
+    c.bias = MaskBuffer<float>::dense(shape, 0.0f);
     for (int64_t i = 0; i < n; ++i) {
       const uint64_t r = g.next() % 8;
       float x = g.uniform(-1, 1);
@@ -281,54 +228,51 @@ Problem build_problem(FuzzedDataProvider& in) {
       else if (r == 1 && kind >= 1) x = large[g.next() % 3];
       else if (r == 2 && kind >= 2) x = g.uniform(-50, 50);
       else if (r == 3 && kind == 3) x = in.ConsumeBool() ? kNaN : kInf;
-      p.bias.push_back(x);
+      c.bias.data[size_t(i)] = x;
     }
-    if (kind > 0) p.unit_scale = false;
-    if (p.bias.empty()) p.bias.push_back(0);
+    if (kind > 0) c.unit_scale = false;
   }
   if (in.ConsumeBool()) {
-    for (int64_t h = 0; h < p.Hq; ++h) p.slopes.push_back(g.uniform(0, 1));
-    p.unit_scale = false;
+    for (int64_t h = 0; h < c.Hq; ++h) c.alibi.push_back(g.uniform(0, 1));
+    c.unit_scale = false;
   }
   if (in.ConsumeBool())  // learned sinks, some heads without one (-inf)
-    for (int64_t h = 0; h < p.Hq; ++h) p.sinks.push_back(g.next() % 5 == 0 ? -kInf : g.uniform(-6, 6));
-  int64_t min_key_length = p.Lk;
-  for (int32_t x : p.key_lengths) min_key_length = std::min<int64_t>(min_key_length, x);
-  if (in.ConsumeBool() && p.query_lengths.empty() && p.Lq <= min_key_length && p.Lq > 0) {
+    for (int64_t h = 0; h < c.Hq; ++h) c.sinks.push_back(g.next() % 5 == 0 ? -kInf : g.uniform(-6, 6));
+  int64_t min_key_length = c.Lk;
+  for (int32_t x : c.key_lengths) min_key_length = std::min<int64_t>(min_key_length, x);
+  if (in.ConsumeBool() && c.query_lengths.empty() && c.Lq <= min_key_length && c.Lq > 0) {
     // Tree verification: one tree for all sequences or one each, parents before children.
-    const int64_t trees = in.ConsumeBool() ? p.B : 1;
+    const int64_t trees = in.ConsumeBool() ? c.B : 1;
     for (int64_t t = 0; t < trees; ++t)
-      for (int64_t i = 0; i < p.Lq; ++i) p.tree.push_back(i == 0 || g.next() % 4 == 0 ? -1 : int32_t(g.next() % uint64_t(i)));
+      for (int64_t i = 0; i < c.Lq; ++i) c.tree.push_back(i == 0 || g.next() % 4 == 0 ? -1 : int32_t(g.next() % uint64_t(i)));
   }
   if (in.ConsumeBool()) {
     static const float caps[] = {0.5f, 1.0f, 5.0f, 30.0f, std::numeric_limits<float>::min()};
-    o.softcap = in.PickValueInArray(caps);
+    c.softcap = in.PickValueInArray(caps);
   }
   if (in.ConsumeBool()) {
     static const float scales[] = {0.0f, -0.7f, 0.1f, 1.0f, 2.5f, 8.0f, 1e-20f};
-    o.scale = in.PickValueInArray(scales);
-    if (std::fabs(*o.scale) > 1.0f) p.unit_scale = false;
+    c.scale = in.PickValueInArray(scales);
+    if (std::fabs(*c.scale) > 1.0f) c.unit_scale = false;
   }
-  o.fully_masked = in.PickValueInArray({maskattn::FullyMasked::zero, maskattn::FullyMasked::nan, maskattn::FullyMasked::uniform});
-  o.target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
-  o.kernel = in.PickValueInArray({Kernel::automatic, Kernel::prefill, Kernel::decode, Kernel::decode_split});
-  o.threads = in.ConsumeIntegralInRange<int>(1, 3);
-  p.want_weights = in.ConsumeBool();
-  p.want_lse = in.ConsumeBool();
-  p.weights.assign(size_t(p.B * p.Hq * p.Lq * p.Lk + 3), kSentinel);
-  p.lse.assign(size_t(p.B * p.Hq * p.Lq + 3), kSentinel);
-  p.link();
-  if (p.want_weights) p.extra.weights_size = p.B * p.Hq * p.Lq * p.Lk;
-  if (p.want_lse) p.extra.lse_size = p.B * p.Hq * p.Lq;
+  c.policy = in.PickValueInArray({maskattn::FullyMasked::zero, maskattn::FullyMasked::nan, maskattn::FullyMasked::uniform});
+  const Target target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
+  const Kernel kernel = in.PickValueInArray({Kernel::automatic, Kernel::prefill, Kernel::decode, Kernel::decode_split});
+  c.threads = in.ConsumeIntegralInRange<int>(1, 3);
+  c.want_weights = in.ConsumeBool();
+  c.want_lse = in.ConsumeBool();
+  p.opt = c.options(target, kernel);
+  p.run = c.new_outputs();
+  const Options& o = p.opt;
   char text[512];
   std::snprintf(text, sizeof text,
                 "B=%lld Hq=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld Dv=%lld layout=%d specials=%d causal=%d top_left=%d "
                 "key_lengths=%zu query_lengths=%zu window=(%lld,%lld) prefix=%lld segments=%d allowed=%zu bias=%zu "
                 "alibi=%zu softcap=%g scale=%g policy=%d target=%s kernel=%s threads=%d",
-                (long long)p.B, (long long)p.Hq, (long long)p.Hkv, (long long)p.Lq, (long long)p.Lk, (long long)p.D,
-                (long long)p.Dv, p.layout, specials, o.causal, o.align == maskattn::Align::top_left, p.key_lengths.size(),
-                p.query_lengths.size(), (long long)o.window.left, (long long)o.window.right, (long long)o.prefix,
-                !p.qseg.empty(), p.allowed.size(), p.bias.size(), p.slopes.size(), double(o.softcap),
+                (long long)c.B, (long long)c.Hq, (long long)c.Hkv, (long long)c.Lq, (long long)c.Lk, (long long)c.D,
+                (long long)c.Dv, layout, specials, o.causal, o.align == maskattn::Align::top_left, c.key_lengths.size(),
+                c.query_lengths.size(), (long long)o.window.left, (long long)o.window.right, (long long)o.prefix,
+                !c.query_segments.empty(), c.allowed.data.size(), c.bias.data.size(), c.alibi.size(), double(o.softcap),
                 o.scale ? double(*o.scale) : -999.0, int(o.fully_masked), maskattn::target_name(o.target),
                 maskattn::kernel_name(o.kernel), o.threads);
   g_case = text;
@@ -336,33 +280,14 @@ Problem build_problem(FuzzedDataProvider& in) {
   return p;
 }
 
-// The reference in fp64, and the naive fp32 one over three orders of the D axis (worst kept).
-struct References {
-  ReferenceResult fp64, fp32;
-};
+// The reference in fp64, and the naive fp32 one over three orders of the D axis (natural,
+// reversed, a stride-7 walk; worst kept), under the Options of the call (hostile_case may have
+// changed them).
+using References = maskattn_test::CaseReferences;
 References references(const Problem& p) {
-  References r;
   Options o = p.opt;
   o.target = Target::reference;
-  r.fp64 = maskattn::reference_attention(p.q.cview(), p.k.cview(), p.v.cview(), o, maskattn::Precision::fp64);
-  r.fp32 = maskattn::reference_attention(p.q.cview(), p.k.cview(), p.v.cview(), o, maskattn::Precision::fp32);
-  for (int order = 1; order <= 2 && p.D > 1; ++order) {
-    Tensor q = make(0, p.B, p.Hq, p.Lq, p.D, 0), k = make(0, p.B, p.Hkv, p.Lk, p.D, 0);
-    for (const auto& [src, dst] : {std::pair<const Tensor*, Tensor*>{&p.q, &q}, {&p.k, &k}})
-      for (int64_t b = 0; b < src->shape[0]; ++b)
-        for (int64_t h = 0; h < src->shape[1]; ++h)
-          for (int64_t l = 0; l < src->shape[2]; ++l)
-            for (int64_t d = 0; d < p.D; ++d) {
-              const int64_t from = order == 1 ? p.D - 1 - d : (d * 7 + 3) % p.D;  // reversed; a stride-7 walk
-              dst->buf[size_t(dst->index(b, h, l, d))] = src->buf[size_t(src->index(b, h, l, from))];
-            }
-    if (order == 2 && std::gcd<int64_t>(7, p.D) != 1) continue;  // not a permutation
-    const ReferenceResult other = maskattn::reference_attention(q.cview(), k.cview(), p.v.cview(), o, maskattn::Precision::fp32);
-    keep_worst(r.fp32.out, other.out, r.fp64.out);
-    keep_worst(r.fp32.weights, other.weights, r.fp64.weights);
-    keep_worst(r.fp32.lse, other.lse, r.fp64.lse);
-  }
-  return r;
+  return p.c.run_reference(p.in, {DOrder::reversed, DOrder::stride7}, o);
 }
 
 // Largest finite |x| of a tensor's elements (0 if none).
@@ -376,15 +301,15 @@ double max_abs_finite(const Tensor& t) {
 // An upper estimate of the logits' magnitude: |scale| D max|q| max|k| (capped by the softcap),
 // plus the largest |bias| below the fill values and the largest ALiBi term.
 double logit_magnitude(const Problem& p) {
-  const double scale = p.opt.scale ? std::fabs(double(*p.opt.scale)) : 1.0 / std::sqrt(double(std::max<int64_t>(p.D, 1)));
-  double s = scale * double(p.D) * max_abs_finite(p.q) * max_abs_finite(p.k);
+  const double scale = p.opt.scale ? std::fabs(double(*p.opt.scale)) : 1.0 / std::sqrt(double(std::max<int64_t>(p.c.D, 1)));
+  double s = scale * double(p.c.D) * max_abs_finite(p.in.q) * max_abs_finite(p.in.k);
   if (p.opt.softcap > 0) s = std::min(s, double(p.opt.softcap));
   double bias = 0, slope = 0;
-  for (float x : p.bias)  // the -1e4, -1e9, -3.4e38 fill values mask; they do not widen the bound
+  for (float x : p.c.bias.data)  // the -1e4, -1e9, -3.4e38 fill values mask; they do not widen the bound
     if (std::fabs(x) < 1e4f) bias = std::max(bias, double(std::fabs(x)));
-  for (float x : p.slopes)
+  for (float x : p.c.alibi)
     if (std::isfinite(x)) slope = std::max(slope, double(std::fabs(x)));
-  return s + bias + slope * double(p.Lq + p.Lk);
+  return s + bias + slope * double(p.c.Lq + p.c.Lk);
 }
 
 // The kernel's outputs against the references, and nothing written outside the views.
@@ -396,15 +321,15 @@ void check_outputs(const Problem& p, References r) {
   // does not say which; until it does, with infinities in q or k accept the kernel's 0 weights and
   // -inf lse where the reference has NaN (O is compared as always).
   if (p.inf_in_qk) {
-    for (size_t row = 0; p.want_lse && row < r.fp64.lse.size(); ++row)
-      if (std::isnan(r.fp64.lse[row]) && p.lse[row] == -kInf) r.fp64.lse[row] = r.fp32.lse[row] = -kInf;
-    for (size_t at = 0; p.want_weights && at < r.fp64.weights.size(); ++at)
-      if (std::isnan(r.fp64.weights[at]) && p.weights[at] == 0.0f) r.fp64.weights[at] = r.fp32.weights[at] = 0.0;
+    for (size_t row = 0; p.c.want_lse && row < r.fp64.lse.size(); ++row)
+      if (std::isnan(r.fp64.lse[row]) && p.run.lse[row] == -kInf) r.fp64.lse[row] = r.fp32.lse[row] = -kInf;
+    for (size_t at = 0; p.c.want_weights && at < r.fp64.weights.size(); ++at)
+      if (std::isnan(r.fp64.weights[at]) && p.run.weights[at] == 0.0f) r.fp64.weights[at] = r.fp32.weights[at] = 0.0;
   }
-  const std::vector<float> out = p.out.dense();
-  const std::vector<uint8_t> inside = p.out.addressed();
-  for (size_t i = 0; i < p.out.buf.size(); ++i)
-    FUZZ_CHECK(inside[i] || p.out.buf[i] == kSentinel, "out written outside its view at " + std::to_string(i));
+  const std::vector<float> out = p.run.out.dense();
+  const std::vector<uint8_t> inside = p.run.out.addressed();
+  for (size_t i = 0; i < p.run.out.buf.size(); ++i)
+    FUZZ_CHECK(inside[i] || p.run.out.buf[i] == kSentinel, "out written outside its view at " + std::to_string(i));
   // Known divergence 2 (reported): the kernel's exp flushes weights below the smallest normal float
   // (e^-88) to 0, where the references keep a subnormal weight; times an infinite V that is NaN in
   // the kernel and +-inf in the references. With infinities in v, NaN is accepted for +-inf in O.
@@ -423,25 +348,25 @@ void check_outputs(const Problem& p, References r) {
   // sse2 decode: a weight of 0.613 off by 1.86e-5 where the naive loop was off by 4e-6): a weight
   // moves by its own logit's rounding and the normaliser's, relative (rel = 8 roundings of S), and
   // lse by the logit's, absolute (4 roundings of S).
-  const double factor = p.unit_scale ? 2 : 4;
-  const double logit_error = p.unit_scale ? 0 : 4 * 0x1p-24 * logit_magnitude(p);
-  compare("O", out, r.fp64.out, r.fp32.out, 2e-6, p.unit_scale ? 1e-5 : 0, 0, p.inf_in_v, factor,
-          logit_error * max_abs_finite(p.v));
-  const size_t nw = size_t(p.B * p.Hq * p.Lq * p.Lk), nl = size_t(p.B * p.Hq * p.Lq);
-  if (p.want_weights)
-    compare("weights", std::vector<float>(p.weights.begin(), p.weights.begin() + long(nw)), r.fp64.weights, r.fp32.weights,
+  const double factor = p.c.unit_scale ? 2 : 4;
+  const double logit_error = p.c.unit_scale ? 0 : 4 * 0x1p-24 * logit_magnitude(p);
+  compare("O", out, r.fp64.out, r.fp32.out, 2e-6, p.c.unit_scale ? 1e-5 : 0, 0, p.inf_in_v, factor,
+          logit_error * max_abs_finite(p.in.v));
+  const size_t nw = size_t(p.run.weights_count), nl = size_t(p.run.lse_count);
+  if (p.c.want_weights)
+    compare("weights", std::vector<float>(p.run.weights.begin(), p.run.weights.begin() + long(nw)), r.fp64.weights, r.fp32.weights,
             2e-6, 0, 2 * logit_error, false, factor);
-  if (p.want_lse)
-    compare("lse", std::vector<float>(p.lse.begin(), p.lse.begin() + long(nl)), r.fp64.lse, r.fp32.lse, 4e-6, 0, 1e-6,
+  if (p.c.want_lse)
+    compare("lse", std::vector<float>(p.run.lse.begin(), p.run.lse.begin() + long(nl)), r.fp64.lse, r.fp32.lse, 4e-6, 0, 1e-6,
             false, factor, logit_error);
-  for (size_t i = p.want_weights ? nw : 0; i < p.weights.size(); ++i) FUZZ_CHECK(p.weights[i] == kSentinel, "weights written past its end");
-  for (size_t i = p.want_lse ? nl : 0; i < p.lse.size(); ++i) FUZZ_CHECK(p.lse[i] == kSentinel, "lse written past its end");
+  for (size_t i = p.c.want_weights ? nw : 0; i < p.run.weights.size(); ++i) FUZZ_CHECK(p.run.weights[i] == kSentinel, "weights written past its end");
+  for (size_t i = p.c.want_lse ? nl : 0; i < p.run.lse.size(); ++i) FUZZ_CHECK(p.run.lse[i] == kSentinel, "lse written past its end");
 }
 
 bool untouched(const Problem& p) {
-  for (float x : p.out.buf) if (!(x == kSentinel)) return false;
-  for (float x : p.weights) if (!(x == kSentinel)) return false;
-  for (float x : p.lse) if (!(x == kSentinel)) return false;
+  for (float x : p.run.out.buf) if (!(x == kSentinel)) return false;
+  for (float x : p.run.weights) if (!(x == kSentinel)) return false;
+  for (float x : p.run.lse) if (!(x == kSentinel)) return false;
   return true;
 }
 
@@ -454,7 +379,7 @@ bool small(const ConstTensor& t) {
 void attention_case(FuzzedDataProvider& in) {
   Problem p = build_problem(in);
   try {
-    maskattn::attention(p.q.cview(), p.k.cview(), p.v.cview(), p.out.view(), p.opt, p.extra);
+    p.c.run_kernel(p.in, p.opt, p.run);
   } catch (const ArgumentError& e) {
     // The generator can combine valid pieces into an invalid whole (a tiny softcap with a large
     // scale): then nothing is written, and the reference, which validates the same, agrees.
@@ -480,13 +405,15 @@ void hostile_case(FuzzedDataProvider& in) {
   const int mistake = in.ConsumeIntegralInRange<int>(0, 31);
   const int64_t x = in.ConsumeIntegral<int64_t>();
   const int dim = in.ConsumeIntegralInRange<int>(0, 3);
-  ConstTensor q = p.q.cview(), k = p.k.cview(), v = p.v.cview();
-  MutableTensor out = p.out.view();
+  ConstTensor q = p.in.q.cview(), k = p.in.k.cview(), v = p.in.v.cview();
+  MutableTensor out = p.run.out.view();
+  maskattn::ExtraOutputs extra = p.run.extra();
   ConstTensor* inputs[3] = {&q, &k, &v};
   ConstTensor& t = *inputs[in.ConsumeIntegralInRange<int>(0, 2)];
   Options& o = p.opt;
   bool must_fail = true;  // the mistake always makes the problem invalid
-  std::vector<int32_t> spare(size_t(std::max<int64_t>(p.B, 1) * 2), 0);
+  const int64_t B = p.c.B;
+  std::vector<int32_t> spare(size_t(std::max<int64_t>(B, 1) * 2), 0);
   switch (mistake) {
     case 0: t.shape[dim] = -1 - (x & 0xffff); break;                       // negative dimension
     case 1: t.shape[dim] = x; must_fail = false; break;                      // any dimension
@@ -507,27 +434,39 @@ void hostile_case(FuzzedDataProvider& in) {
     case 16: o.kernel = static_cast<Kernel>(4 + (x & 0xff)); break;
     case 17: o.target = static_cast<Target>(9 + (x & 0xff)); break;
     case 18:  // key lengths: wrong count or out of range
-      o.key_lengths = maskattn::Span<int32_t>(spare.data(), size_t(x & 1 ? p.B + 1 : p.B));
-      if (p.B > 0) spare[size_t(uint64_t(x >> 1) % uint64_t(p.B))] = int32_t(x >> 8) | int32_t(0x80000000u >> (x & 2));
+      o.key_lengths = maskattn::Span<int32_t>(spare.data(), size_t(x & 1 ? B + 1 : B));
+      if (B > 0) spare[size_t(uint64_t(x >> 1) % uint64_t(B))] = int32_t(x >> 8) | int32_t(0x80000000u >> (x & 2));
       must_fail = false;
       break;
     case 19:
-      o.query_lengths = maskattn::Span<int32_t>(spare.data(), size_t(x & 1 ? p.B + 1 : p.B));
-      if (p.B > 0) spare[size_t(uint64_t(x >> 1) % uint64_t(p.B))] = int32_t(x >> 8);
+      o.query_lengths = maskattn::Span<int32_t>(spare.data(), size_t(x & 1 ? B + 1 : B));
+      if (B > 0) spare[size_t(uint64_t(x >> 1) % uint64_t(B))] = int32_t(x >> 8);
       must_fail = false;
       break;
     case 20: o.allowed.shape[dim] = x; must_fail = false; break;
     case 21: o.allowed.strides[dim] = x; must_fail = false; break;
     case 22: o.bias.shape[dim] = x; must_fail = false; break;
     case 23: o.bias.size = x % 64; must_fail = false; break;
-    case 24: o.query_segments = maskattn::Span<int32_t>(p.qseg.data(), size_t(x & 63)); must_fail = false; break;
-    case 25: o.key_segments = maskattn::Span<int32_t>(p.kseg.data(), size_t(x & 255)); must_fail = false; break;
-    case 26: o.alibi_slopes = maskattn::Span<float>(p.slopes.data(), size_t(x & 15)); must_fail = false; break;
-    case 27: p.want_weights = true; p.extra.weights = p.weights.data(); p.extra.weights_size = x % 9000; must_fail = false; break;
-    case 28: p.want_lse = true; p.extra.lse = p.lse.data(); p.extra.lse_size = x % 300; must_fail = false; break;
+    case 24: o.query_segments = maskattn::Span<int32_t>(p.c.query_segments.data(), size_t(x & 63)); must_fail = false; break;
+    case 25: o.key_segments = maskattn::Span<int32_t>(p.c.key_segments.data(), size_t(x & 255)); must_fail = false; break;
+    case 26: o.alibi_slopes = maskattn::Span<float>(p.c.alibi.data(), size_t(x & 15)); must_fail = false; break;
+    case 27:  // weights with any claimed size
+      p.c.want_weights = true;
+      p.run.weights.assign(size_t(p.run.weights_count + maskattn_test::kCanary), kSentinel);
+      extra.weights = p.run.weights.data();
+      extra.weights_size = x % 9000;
+      must_fail = false;
+      break;
+    case 28:  // lse with any claimed size
+      p.c.want_lse = true;
+      p.run.lse.assign(size_t(p.run.lse_count + maskattn_test::kCanary), kSentinel);
+      extra.lse = p.run.lse.data();
+      extra.lse_size = x % 300;
+      must_fail = false;
+      break;
     case 29: t.shape[dim] = int64_t(1) << (31 + (x & 31)); must_fail = false; break;   // >= 2^31
     case 30: for (int d = 0; d < 4; ++d) t.shape[d] = int64_t(1) << (16 + (x >> (d * 4) & 15)); must_fail = false; break;
-    default: if (!p.slopes.empty()) p.slopes[0] = in.ConsumeBool() ? kNaN : kInf; else must_fail = false; break;
+    default: if (!p.c.alibi.empty()) p.c.alibi[0] = in.ConsumeBool() ? kNaN : kInf; else must_fail = false; break;
   }
   // The reference shares the library's validation of q, k, v and the options: what it rejects,
   // attention() must reject (it is skipped where an accepted problem would be huge and empty).
@@ -542,7 +481,7 @@ void hostile_case(FuzzedDataProvider& in) {
     }
   }
   try {
-    maskattn::attention(q, k, v, out, o, p.extra);
+    maskattn::attention(q, k, v, out, o, extra);
   } catch (const ArgumentError& e) {
     FUZZ_CHECK(untouched(p), std::string("a rejected call wrote its outputs: ") + e.what());
     return;
