@@ -173,6 +173,59 @@ struct BlockDot128 : Ops {
   }
 };
 
+// Which of QuantDot's functions serve each quantized cache dtype: the decode kernel reaches them
+// only through this, with the dtype's RowTraits (kernel/quant.hpp), so a new quantized dtype is its
+// RowTraits and its entry here (and the instruction-set functions the entry names).
+template <class QD, KVType T>
+struct QuantDotOf;
+
+template <class QD>
+struct QuantDotOf<QD, KVType::q8> {
+  static constexpr bool kPairOrder = false;  // QueryRow::prepare's q4_pairs
+  template <int RB, class Row, class FV>
+  static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
+    QD::template dot<RB, false>(q, k, kscales, nb, out, stride);
+  }
+  // Columns [16 half, 16 half + 16) of a block's values as floats at x: group g of the ng 16-column
+  // groups a pass wants (with g + 1 < ng the next group may come too, at next; not here). Returns
+  // how many groups it wrote.
+  template <class V>
+  static int dequant(const uint8_t* values, int64_t half, int, int, V* x, V*) {
+    QD::q8(values + half * 16, x);
+    return 1;
+  }
+  // P·V in integers (QD::kIntegerValues): half a block of keys a and b as pairs (QD::PV::pairs).
+  template <class PV, class IV>
+  static void pv_pairs(const uint8_t* a, const uint8_t* b, int half, IV* out) {
+    PV::pairs_q8(a + 16 * half, b + 16 * half, out);
+  }
+};
+
+template <class QD>
+struct QuantDotOf<QD, KVType::q4> {
+  static constexpr bool kPairOrder = QD::kQ4PairOrder;
+  template <int RB, class Row, class FV>
+  static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
+    QD::template dot<RB, true>(q, k, kscales, nb, out, stride);
+  }
+  // The low nibbles are columns 0-15, the high ones 16-31: a whole block from one load when both.
+  template <class V>
+  static int dequant(const uint8_t* values, int64_t half, int g, int ng, V* x, V* next) {
+    int groups = 1;
+    if (half == 0 && g + 1 < ng) {
+      QD::q4(values, x, next);
+      groups = 2;
+    } else {
+      QD::q4_half(values, int(half), x);
+    }
+    return groups;
+  }
+  template <class PV, class IV>
+  static void pv_pairs(const uint8_t* a, const uint8_t* b, int half, IV* out) {
+    PV::pairs_q4(a, b, half, out);
+  }
+};
+
 }  // namespace MASKATTN_KERNEL_NS
 }  // namespace maskattn::detail
 
