@@ -382,7 +382,7 @@ std::string last_error_message() { return g_error_message; }
 std::string last_error_argument() { return g_error_argument; }
 
 #if defined(MASKATTN_RELAXED_SIMD_BUILD)
-// Defined by the relaxed SIMD128 kernel (src/kernel/int_dot_simd128_relaxed.hpp): which integer
+// Defined by the relaxed SIMD128 kernel (src/kernel/int_dot/simd128_relaxed.hpp): which integer
 // dot product its q8/q4 Q·Kᵀ uses, as probed at module start, and a way to choose another.
 extern "C" const char* maskattn_relaxed_quant_dot();
 extern "C" bool maskattn_set_relaxed_quant_dot(int mode);

@@ -1,5 +1,5 @@
 // One decode step over a resident KV cache per (build, cache dtype, integer dot product), for the
-// relaxed-SIMD Q·Kᵀ path over q8/q4 caches (kernel/int_dot_simd128_relaxed.hpp): the plain SIMD128
+// relaxed-SIMD Q·Kᵀ path over q8/q4 caches (kernel/int_dot/simd128_relaxed.hpp): the plain SIMD128
 // build and the relaxed build on 1 thread, the relaxed build once per dot product the module
 // accepts (module.setQuantDot: the probed one, the exact i16 path, the other relaxed form).
 // Mixed caches (q8 keys / float32 values and the reverse) are timed too, but they run slower than

@@ -42,10 +42,9 @@ float half_to_float(uint16_t h) noexcept { return detail::half_bits_to_float(h);
 
 const char* kv_type_name(KVType t) noexcept {
   switch (t) {
-    case KVType::f32: return "f32";
-    case KVType::f16: return "f16";
-    case KVType::q8: return "q8";
-    case KVType::q4: return "q4";
+#define MASKATTN_KV_TYPE(name, bits) case KVType::name: return #name;
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
   }
   return "?";
 }
@@ -55,7 +54,15 @@ using detail::cat;
 using detail::fail;
 using detail::fail_type;
 
-bool valid_type(KVType t) { return t == KVType::f32 || t == KVType::f16 || t == KVType::q8 || t == KVType::q4; }
+bool valid_type(KVType t) {
+  switch (t) {
+#define MASKATTN_KV_TYPE(name, bits) case KVType::name:
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+      return true;
+  }
+  return false;
+}
 // Units of a stored row that a stride counts: floats, halves, or bytes (quantized rows).
 int64_t row_units(KVType t, int64_t n) {
   return detail::is_quantized(t) ? detail::stored_row_bytes(t, n) : n;

@@ -50,7 +50,7 @@ bool cpu_supports(Target t) {
   static const auto cpu = xsimd::available_architectures();
 #endif
   switch (t) {
-#define MASKATTN_TARGET(name, lanes, preference, family, arch, check, flags) \
+#define MASKATTN_TARGET(name, lanes, preference, family, arch, int_dot, check, flags) \
     case Target::name: return MASKATTN_CPU_##family(check);
 #include "maskattn/targets.inc"
 #undef MASKATTN_TARGET

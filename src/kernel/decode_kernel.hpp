@@ -14,7 +14,8 @@
 //
 // K and V may each be float32, float16 (converted in registers), or q8 / q4 blocks (a quantized KV
 // cache): Q·Kᵀ then runs in integers on a per-block quantized query, and P·V dequantizes V in
-// registers (kernel/quant_dot.hpp). The element type is a run-time choice per tile, so one class
+// registers (kernel/quant_dot.hpp). The dtype is a run-time choice: one switch each for K and V
+// (with_kv_type) gives the tile's Q·Kᵀ and P·V the dtype's row traits (kernel/quant.hpp), so one class
 // serves every dtype pair.
 //
 // One call of run() computes rows [r0, r1) of group (b, hkv) over keys [k0, k1) (a split-K chunk)
@@ -38,6 +39,12 @@
 #include "kernel/workspace.hpp"
 #include "problem/row_keys.hpp"
 
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MASKATTN_OUTLINED_X86 __attribute__((noinline))
+#else
+#define MASKATTN_OUTLINED_X86
+#endif
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
@@ -76,6 +83,11 @@ class DecodeAttention {
     k_row_bytes_ = stored_row_bytes(p.kv.k_type, p.D);
     v_row_bytes_ = stored_row_bytes(p.kv.v_type, p.Dv);
     nb_ = quant_blocks(p.D);
+    q_pair_order_ = with_kv_type(p.kv.k_type, [](auto traits) {
+      using KTraits = decltype(traits);
+      if constexpr (KTraits::kQuantized) return QuantDotOf<QD, KTraits::kType>::kPairOrder;
+      else return false;
+    });
   }
 
   int64_t rows_per_group() const { return p_.group * p_.Lq; }
@@ -145,6 +157,7 @@ class DecodeAttention {
   const Problem& p_;
   Logits<Arch> logits_;
   int64_t dv_pad_ = 0, k_row_bytes_ = 0, v_row_bytes_ = 0, nb_ = 0;
+  bool q_pair_order_ = false;  // the quantized queries' layout the keys' dot product reads
   // Per-item row table and per-tile lists (indices into the active list).
   Row rows_[kMaxRows];
   int active_[kMaxRows], full_[kMaxRows];
@@ -171,7 +184,7 @@ class DecodeAttention {
       }
       quantize_row(KVType::q8, q, p_.D, q8);
       rows[r].qq = QRow::prepare(q8, p_.D, nb_, QD::kQ8Offset, base + r * QRow::bytes(nb_),
-                                 QD::kQ4PairOrder && p_.kv.k_type == KVType::q4);
+                                 q_pair_order_);
     }
   }
 
@@ -208,20 +221,20 @@ class DecodeAttention {
     // A tile never crosses a ring's wrap or a page's end (run() cuts tiles there): rows are contiguous.
     const void* k = p_.kv.key_row(b, hkv, j0);
     const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
-    switch (p_.kv.k_type) {
-      case KVType::q8:
-      case KVType::q4: {
-        const QRow** qq = qquant_;
-        for (int a = 0; a < n_active; ++a) qq[a] = &rows[active[a]].qq;
-        qk_rows_quant(qq, n_active, static_cast<const uint8_t*>(k), int(n), kt, ahead, s);
-        break;
-      }
-      default: {
-        const float** qrows = qrows_;
-        for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
-        if (p_.kv.k_type == KVType::f16) qk_rows(qrows, n_active, static_cast<const uint16_t*>(k), int(n), kt, ahead, s);
-        else qk_rows(qrows, n_active, static_cast<const float*>(k), int(n), kt, ahead, s);
-      }
+    // Quantized keys meet the rows' quantized queries, float keys the float ones; the dtype itself
+    // is resolved where the register blocks are called (one copy of the row setup per kind).
+    if (is_quantized(p_.kv.k_type)) {
+      const QRow** qq = qquant_;
+      for (int a = 0; a < n_active; ++a) qq[a] = &rows[active[a]].qq;
+      qk_rows_quant(qq, n_active, static_cast<const uint8_t*>(k), int(n), kt, ahead, s);
+    } else {
+      const float** qrows = qrows_;
+      for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
+      with_kv_type(p_.kv.k_type, [&](auto traits) MASKATTN_DISPATCH_INLINE {
+        using KTraits = decltype(traits);
+        if constexpr (!KTraits::kQuantized)
+          qk_rows(qrows, n_active, static_cast<const typename KTraits::Elem*>(k), int(n), kt, ahead, s);
+      });
     }
 
     // Logits, masks and the online-softmax update, row by row.
@@ -255,20 +268,23 @@ class DecodeAttention {
 
     // P·V: full rows together in register blocks; mixed rows over their allowed keys only.
     const void* v = p_.kv.value_row(b, hkv, j0);
-    switch (p_.kv.v_type) {
-      case KVType::f32: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, static_cast<const float*>(v), o); break;
-      case KVType::f16: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, static_cast<const uint16_t*>(v), o); break;
-      case KVType::q8: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, Q8Rows{static_cast<const uint8_t*>(v)}, o); break;
-      case KVType::q4: pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, Q4Rows{static_cast<const uint8_t*>(v)}, o); break;
-    }
+    with_kv_type(p_.kv.v_type, [&](auto traits) MASKATTN_DISPATCH_INLINE {
+      using VTraits = decltype(traits);
+      const auto* vr = static_cast<const typename VTraits::Elem*>(v);
+      if constexpr (VTraits::kQuantized) pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, QuantRows<VTraits>{vr}, o);
+      else pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, vr, o);
+    });
   }
 
-  // Quantized V rows of a tile (tags that pick the P·V path).
-  struct Q8Rows { const uint8_t* p; };
-  struct Q4Rows { const uint8_t* p; };
+  // Quantized V rows of a tile (the type picks the P·V path; Traits: the dtype's RowTraits).
+  template <class Traits>
+  struct QuantRows {
+    using T = Traits;
+    const uint8_t* p;
+  };
 
   template <class VRows>
-  void pv_tile(Workspace& ws, const Row* rows, const float* s, const TileClass* cls, int n_active, bool elementwise_rules,
+  MASKATTN_DISPATCH_INLINE void pv_tile(Workspace& ws, const Row* rows, const float* s, const TileClass* cls, int n_active, bool elementwise_rules,
                int64_t j0, int64_t n, int64_t ahead, VRows v, float* o) {
     const int* active = active_;
     int* full = full_;
@@ -358,25 +374,24 @@ class DecodeAttention {
                      float* s) const {
     // Rows per register block as in qk_rows: 1, 2 (all that 4 lanes allow), else 4.
     const int rb = L == 1 || n_rows == 1 ? 1 : n_rows == 2 || L == 4 ? 2 : 4;
-    const bool q4 = p_.kv.k_type == KVType::q4;
     auto run = [&](auto rows) {
       constexpr int RB = decltype(rows)::value;
-      if constexpr (L % RB == 0) {
-        if (q4) qk_block_quant<RB, true>(qq, n_rows, k, n, kt, ahead, s);
-        else qk_block_quant<RB, false>(qq, n_rows, k, n, kt, ahead, s);
-      }
+      if constexpr (L % RB == 0)
+        with_kv_type(p_.kv.k_type, [&](auto traits) MASKATTN_DISPATCH_INLINE {
+          if constexpr (decltype(traits)::kQuantized) qk_block_quant<RB, decltype(traits)>(qq, n_rows, k, n, kt, ahead, s);
+        });
     };
     if (rb == 1) run(std::integral_constant<int, 1>{});
     else if (rb == 2) run(std::integral_constant<int, 2>{});
     else run(std::integral_constant<int, 4>{});
   }
 
-  template <int RB, bool Q4>
+  template <int RB, class KTraits>
   MASKATTN_NOINLINE void qk_block_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
                                         int64_t ahead, float* s) const {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
-    const int64_t ks = p_.kv.ks.l, nb = nb_, scales_at = nb * (Q4 ? 16 : 32), pf = prefetch_keys(k_row_bytes_);
+    const int64_t ks = p_.kv.ks.l, nb = nb_, scales_at = nb * KTraits::kValueBytes, pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[L];
     quant_dot_check_here();
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
@@ -390,7 +405,7 @@ class DecodeAttention {
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
         for (int c = 0; c < KB; ++c) {
           const uint8_t* kr = k + std::min(j + c, n - 1) * ks;
-          QD::template dot<RB, Q4>(q, kr, reinterpret_cast<const float*>(kr + scales_at), nb, acc + c, KB);
+          QuantDotOf<QD, KTraits::kType>::template dot<RB>(q, kr, reinterpret_cast<const float*>(kr + scales_at), nb, acc + c, KB);
         }
         FS::store(dots, FS::reduce_lanes(acc));
         for (int r = 0; r < RB && r0 + r < n_rows; ++r)
@@ -536,8 +551,8 @@ class DecodeAttention {
   template <int R, class QRows, class Use>
   bool pv_integer(const float* const* prow, float* const* orow, QRows v, int n, Use&& use) const {
     if constexpr (QD::kIntegerValues) {
-      constexpr bool kQ4 = std::is_same_v<QRows, Q4Rows>;
-      constexpr int64_t kValueBytes = kQ4 ? 16 : 32;
+      using Dot = QuantDotOf<QD, QRows::T::kType>;
+      constexpr int64_t kValueBytes = QRows::T::kValueBytes;
       const int64_t vs = p_.kv.vs.l, nb = quant_blocks(p_.Dv), scales_at = nb * kValueBytes;
       auto scale = [&](int j, int64_t blk) {
         float d;
@@ -578,8 +593,7 @@ class DecodeAttention {
             const uint8_t* a = v.p + j * vs + blk * kValueBytes;
             const uint8_t* b = j + 1 < n ? a + vs : a;  // weight 0 when it is the odd key's partner
             IV pairs[kVectors];
-            if constexpr (kQ4) PV::pairs_q4(a, b, half, pairs);
-            else PV::pairs_q8(a + 16 * half, b + 16 * half, pairs);
+            Dot::template pv_pairs<PV>(a, b, half, pairs);
             for (int r = 0; r < R; ++r) {
               const IV wp = PV::weight_pair(w[r][j], w[r][j + 1]);
               for (int c = 0; c < kVectors; ++c) acc[r][c] = PV::madd(pairs[c], wp, acc[r][c]);
@@ -603,11 +617,13 @@ class DecodeAttention {
   }
 
   // Columns [c0, c0 + 16 NG) (clipped to dv_pad) of R rows over the tile's keys that `use` admits.
+  // A function of its own on x86, as GCC chose before the dtype traits (inlined into the tile, the
+  // MHA q8 decode step measured 2-6% slower on AVX-512 VNNI, on a busy 2-core VM).
   template <int R, int NG, class QRows, class Use>
-  void pv_quant_groups(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0, int64_t ahead,
+  MASKATTN_OUTLINED_X86 void pv_quant_groups(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0, int64_t ahead,
                        Use&& use) const {
-    constexpr bool kQ4 = std::is_same_v<QRows, Q4Rows>;
-    constexpr int64_t kValueBytes = kQ4 ? 16 : 32;
+    using Dot = QuantDotOf<QD, QRows::T::kType>;
+    constexpr int64_t kValueBytes = QRows::T::kValueBytes;
     constexpr int GV = kGroupVectors;
     const int ng = int(std::min<int64_t>(NG, (dv_pad_ - c0) / 16));
     const int64_t vs = p_.kv.vs.l, scales_at = quant_blocks(p_.Dv) * kValueBytes, pf = prefetch_keys(v_row_bytes_);
@@ -626,17 +642,7 @@ class DecodeAttention {
         std::memcpy(&d, vr + scales_at + 4 * blk, 4);
         const V dv = S::splat(d);
         V x[2 * GV];
-        int groups = 1;
-        if constexpr (kQ4) {
-          if (half == 0 && g + 1 < ng) {  // a whole block: both nibbles of each byte used
-            QD::q4(vr + blk * 16, x, x + GV);
-            groups = 2;
-          } else {
-            QD::q4_half(vr + blk * 16, int(half), x);
-          }
-        } else {
-          QD::q8(vr + blk * 32 + half * 16, x);
-        }
+        const int groups = Dot::dequant(vr + blk * kValueBytes, half, g, ng, x, x + GV);
         for (int c = 0; c < groups * GV; ++c) x[c] = x[c] * dv;
         for (int r = 0; r < R; ++r)
           for (int c = 0; c < groups * GV; ++c) acc[r][g * GV + c] = S::fma(pj[r], x[c], acc[r][g * GV + c]);

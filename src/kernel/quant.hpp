@@ -11,6 +11,11 @@
 //       largest magnitude (so m itself is exact and the error is at most amax / 8, as in ggml's q4_0).
 // Values first and scales after keep every block's values 16- or 32-byte aligned for vector loads.
 // A block holding NaN or infinity gets scale NaN (and values 0): every element of it reads back NaN.
+//
+// Each cache dtype (maskattn/kv_types.inc) is a RowTraits entry below: its bytes per row, the element
+// type the kernels load, element i and the whole row as float, and for the quantized ones the
+// encoding of a block. with_kv_type is the one switch from a run-time KVType to them; the functions
+// taking a KVType (stored_row_bytes, stored_element, quantize_row, row_to_float) go through it.
 #pragma once
 
 #include "base/arch_namespace.hpp"
@@ -29,18 +34,174 @@ namespace maskattn::detail {
 constexpr int64_t kQuantBlock = 32;
 
 inline int64_t quant_blocks(int64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
-inline int64_t quant_value_bytes(KVType t) { return t == KVType::q8 ? 32 : 16; }  // per block
-// Bytes (f32/f16: elements x 4 or 2) of one stored row of n elements.
-inline int64_t stored_row_bytes(KVType t, int64_t n) {
+// Bits per stored value (maskattn/kv_types.inc).
+constexpr int kv_type_bits(KVType t) {
   switch (t) {
-    case KVType::f32: return 4 * n;
-    case KVType::f16: return 2 * n;
-    default: return quant_blocks(n) * (quant_value_bytes(t) + 4);
+#define MASKATTN_KV_TYPE(name, bits) case KVType::name: return bits;
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
   }
+  return 0;
 }
-inline bool is_quantized(KVType t) { return t == KVType::q8 || t == KVType::q4; }
+inline int64_t quant_value_bytes(KVType t) { return kQuantBlock * kv_type_bits(t) / 8; }  // per block
 
 inline namespace MASKATTN_KERNEL_NS {
+
+// Nearest integer, halves away from zero (inline: libm's nearbyint is a call per element).
+inline int round_to_int(float x) { return int(x + (x < 0 ? -0.5f : 0.5f)); }
+
+// ---------------------------------------------------------------- per-dtype row traits
+
+template <KVType T>
+struct RowTraits;
+
+template <>
+struct RowTraits<KVType::f32> {
+  static constexpr KVType kType = KVType::f32;
+  static constexpr bool kQuantized = false;
+  using Elem = float;  // what the kernels load
+  static int64_t row_bytes(int64_t n) { return 4 * n; }
+  static float element(const void* row, int64_t, int64_t i) { return static_cast<const float*>(row)[i]; }
+  static void to_float(const void* row, int64_t n, float* out) { std::memcpy(out, row, size_t(n) * 4); }
+};
+
+template <>
+struct RowTraits<KVType::f16> {
+  static constexpr KVType kType = KVType::f16;
+  static constexpr bool kQuantized = false;
+  using Elem = uint16_t;  // half bits, converted in registers (Simd<Arch>::load)
+  static int64_t row_bytes(int64_t n) { return 2 * n; }
+  static float element(const void* row, int64_t, int64_t i) {
+    return half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
+  }
+  static void to_float(const void* row, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
+  }
+};
+
+// The quantized dtypes share the block layout at the top of this file. Format (the dtype's
+// RowTraits) gives value(values, e), the integer element e of a block, and encode(), a finite
+// block's values and scale.
+template <KVType T, class Format>
+struct QuantRowTraits {
+  static constexpr KVType kType = T;
+  static constexpr bool kQuantized = true;
+  static constexpr int64_t kValueBytes = kQuantBlock * kv_type_bits(T) / 8;  // per block
+  using Elem = uint8_t;
+  static int64_t row_bytes(int64_t n) { return quant_blocks(n) * (kValueBytes + 4); }
+  // The scale of block blk of a row of n elements.
+  static float scale(const uint8_t* row, int64_t n, int64_t blk) {
+    float d;
+    std::memcpy(&d, row + quant_blocks(n) * kValueBytes + 4 * blk, 4);
+    return d;
+  }
+  static float element(const void* row, int64_t n, int64_t i) {
+    const auto* r = static_cast<const uint8_t*>(row);
+    const int64_t blk = i / kQuantBlock;
+    return scale(r, n, blk) * float(Format::value(r + blk * kValueBytes, i % kQuantBlock));
+  }
+  // Block by block (the same products as element(), in loops the compiler vectorises: the prefill
+  // kernel converts whole key tiles of a cache this way).
+  static void to_float(const void* row, int64_t n, float* out) {
+    const auto* r = static_cast<const uint8_t*>(row);
+    for (int64_t blk = 0, i0 = 0; i0 < n; ++blk, i0 += kQuantBlock) {
+      const float d = scale(r, n, blk);
+      const uint8_t* values = r + blk * kValueBytes;
+      const int64_t len = std::min<int64_t>(kQuantBlock, n - i0);
+      for (int64_t e = 0; e < len; ++e) out[i0 + e] = d * float(Format::value(values, e));
+    }
+  }
+  // Quantizes one row of n floats into `out` (row_bytes(n) bytes).
+  static void quantize(const float* x, int64_t n, uint8_t* out) {
+    const int64_t nb = quant_blocks(n);
+    for (int64_t blk = 0; blk < nb; ++blk) {
+      const int64_t i0 = blk * kQuantBlock, len = std::min<int64_t>(kQuantBlock, n - i0);
+      float amax = 0.0f, m = 0.0f;
+      bool finite = true;
+      for (int64_t i = 0; i < len; ++i) {
+        const float v = x[i0 + i];
+        if (!std::isfinite(v)) finite = false;
+        if (std::fabs(v) > amax) { amax = std::fabs(v); m = v; }
+      }
+      uint8_t* values = out + blk * kValueBytes;
+      std::memset(values, Format::kPadByte, size_t(kValueBytes));  // padding reads as 0
+      const float d = finite ? Format::encode(x + i0, len, amax, m, values) : std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(out + nb * kValueBytes + 4 * blk, &d, 4);
+    }
+  }
+};
+// Finite input stays finite at both ends of float's range: a block near ±FLT_MAX gets a scale whose
+// largest step (127·d, 8·d) does not round past FLT_MAX, and a block so small (below ~4e-37) that
+// the reciprocal of its scale overflows divides instead (0 · inf would be NaN).
+
+template <>
+struct RowTraits<KVType::q8> : QuantRowTraits<KVType::q8, RowTraits<KVType::q8>> {
+  static constexpr uint8_t kPadByte = 0;
+  static int value(const uint8_t* values, int64_t e) { return int8_t(values[e]); }
+  // The len values of a finite block with largest magnitude amax; returns the scale.
+  static float encode(const float* x, int64_t len, float amax, float, uint8_t* values) {
+    float d = amax / 127.0f;
+    while (!std::isfinite(d * 127.0f)) d = std::nextafter(d, 0.0f);
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const bool by_inverse = std::isfinite(inv);
+    for (int64_t i = 0; i < len; ++i) {
+      const float r = by_inverse ? x[i] * inv : x[i] / amax * 127.0f;
+      values[i] = uint8_t(int8_t(round_to_int(std::max(-127.0f, std::min(127.0f, r)))));
+    }
+    return d;
+  }
+};
+
+// Element e < 16 in the low nibble of byte e, e >= 16 in the high nibble of byte e - 16.
+template <>
+struct RowTraits<KVType::q4> : QuantRowTraits<KVType::q4, RowTraits<KVType::q4>> {
+  static constexpr uint8_t kPadByte = 0x88;
+  static int value(const uint8_t* values, int64_t e) {
+    const uint8_t byte = values[e % 16];
+    return (e < 16 ? (byte & 15) : (byte >> 4)) - 8;
+  }
+  // m: the element of largest magnitude amax, which the scale keeps exact.
+  static float encode(const float* x, int64_t len, float, float m, uint8_t* values) {
+    const float d = m / -8.0f;  // |8·d| = |m|: never past FLT_MAX
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    const bool by_inverse = std::isfinite(inv);
+    for (int64_t i = 0; i < len; ++i) {
+      const float r = by_inverse ? x[i] * inv : x[i] / d;
+      const int q = std::max(0, std::min(15, round_to_int(std::max(-9.0f, std::min(8.0f, r))) + 8));
+      uint8_t& byte = values[i % 16];
+      byte = i < 16 ? uint8_t((byte & 0xF0) | q) : uint8_t((byte & 0x0F) | (q << 4));
+    }
+    return d;
+  }
+};
+
+// Marks with_kv_type and the functions given to it: inlined where they are used, the switch costs
+// what one written out there would, and the compiler inlines the kernel around it as it would then.
+#if defined(__GNUC__)
+#define MASKATTN_DISPATCH_INLINE __attribute__((always_inline))
+#else
+#define MASKATTN_DISPATCH_INLINE
+#endif
+
+// f(RowTraits<t>{}): the one switch from a run-time dtype to its traits.
+template <class F>
+MASKATTN_DISPATCH_INLINE inline decltype(auto) with_kv_type(KVType t, F&& f) {
+  switch (t) {
+#define MASKATTN_KV_TYPE(name, bits) \
+    case KVType::name: return f(RowTraits<KVType::name>{});
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+  }
+  return f(RowTraits<KVType::f32>{});  // not reached: dtypes are checked where a cache is made
+}
+
+// Bytes of one stored row of n elements.
+inline int64_t stored_row_bytes(KVType t, int64_t n) {
+  return with_kv_type(t, [n](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::row_bytes(n); });
+}
+inline bool is_quantized(KVType t) {
+  return with_kv_type(t, [](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::kQuantized; });
+}
 
 // The scale of block blk of a quantized row of n elements.
 inline float quant_scale(KVType t, const uint8_t* row, int64_t n, int64_t blk) {
@@ -51,69 +212,15 @@ inline float quant_scale(KVType t, const uint8_t* row, int64_t n, int64_t blk) {
 
 // Element i of a stored row as float (no rotation undone).
 inline float stored_element(KVType t, const void* row, int64_t n, int64_t i) {
-  switch (t) {
-    case KVType::f32: return static_cast<const float*>(row)[i];
-    case KVType::f16: return half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
-    case KVType::q8: {
-      const auto* r = static_cast<const uint8_t*>(row);
-      return quant_scale(t, r, n, i / kQuantBlock) * float(int8_t(r[i]));
-    }
-    default: {
-      const auto* r = static_cast<const uint8_t*>(row);
-      const int64_t blk = i / kQuantBlock, e = i % kQuantBlock;
-      const uint8_t byte = r[blk * 16 + e % 16];
-      const int q = e < 16 ? (byte & 15) : (byte >> 4);
-      return quant_scale(t, r, n, blk) * float(q - 8);
-    }
-  }
+  return with_kv_type(t, [&](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::element(row, n, i); });
 }
 
-// Nearest integer, halves away from zero (inline: libm's nearbyint is a call per element).
-inline int round_to_int(float x) { return int(x + (x < 0 ? -0.5f : 0.5f)); }
-
-// Quantizes one row of n floats into `out` (stored_row_bytes(t, n) bytes). q8 also serves the
-// decode kernel's queries (the same block rule, so Q·Kᵀ multiplies two q8 blocks).
+// Quantizes one row of n floats into `out` (stored_row_bytes(t, n) bytes; t quantized). q8 also
+// serves the decode kernel's queries (the same block rule, so Q·Kᵀ multiplies two q8 blocks).
 inline void quantize_row(KVType t, const float* x, int64_t n, uint8_t* out) {
-  const int64_t nb = quant_blocks(n), vb = quant_value_bytes(t);
-  for (int64_t blk = 0; blk < nb; ++blk) {
-    const int64_t i0 = blk * kQuantBlock, len = std::min<int64_t>(kQuantBlock, n - i0);
-    float amax = 0.0f, m = 0.0f;
-    bool finite = true;
-    for (int64_t i = 0; i < len; ++i) {
-      const float v = x[i0 + i];
-      if (!std::isfinite(v)) finite = false;
-      if (std::fabs(v) > amax) { amax = std::fabs(v); m = v; }
-    }
-    uint8_t* values = out + blk * vb;
-    std::memset(values, t == KVType::q4 ? 0x88 : 0, size_t(vb));  // padding reads as 0 either way
-    // Finite input stays finite at both ends of float's range: a block near ±FLT_MAX gets a scale
-    // whose largest step (127·d, 8·d) does not round past FLT_MAX, and a block so small (below
-    // ~4e-37) that the reciprocal of its scale overflows divides instead (0 · inf would be NaN).
-    float d;
-    if (!finite) {
-      d = std::numeric_limits<float>::quiet_NaN();
-    } else if (t == KVType::q8) {
-      d = amax / 127.0f;
-      while (!std::isfinite(d * 127.0f)) d = std::nextafter(d, 0.0f);
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      const bool by_inverse = std::isfinite(inv);
-      for (int64_t i = 0; i < len; ++i) {
-        const float r = by_inverse ? x[i0 + i] * inv : x[i0 + i] / amax * 127.0f;
-        values[i] = uint8_t(int8_t(round_to_int(std::max(-127.0f, std::min(127.0f, r)))));
-      }
-    } else {
-      d = m / -8.0f;  // |8·d| = |m|: never past FLT_MAX
-      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-      const bool by_inverse = std::isfinite(inv);
-      for (int64_t i = 0; i < len; ++i) {
-        const float r = by_inverse ? x[i0 + i] * inv : x[i0 + i] / d;
-        const int q = std::max(0, std::min(15, round_to_int(std::max(-9.0f, std::min(8.0f, r))) + 8));
-        uint8_t& byte = values[i % 16];
-        byte = i < 16 ? uint8_t((byte & 0xF0) | q) : uint8_t((byte & 0x0F) | (q << 4));
-      }
-    }
-    std::memcpy(out + nb * vb + 4 * blk, &d, 4);
-  }
+  with_kv_type(t, [&](auto tr) MASKATTN_DISPATCH_INLINE {
+    if constexpr (decltype(tr)::kQuantized) decltype(tr)::quantize(x, n, out);
+  });
 }
 
 // ---------------------------------------------------------------- key rotation
@@ -169,35 +276,8 @@ inline void unrotate(float* x, int64_t D) {
 }
 
 // A whole stored row as float, rotation undone when `rotated`.
-// Block by block (the same products as stored_element, in loops the compiler vectorises: the
-// prefill kernel converts whole key tiles of a cache this way).
 inline void row_to_float(KVType t, const void* row, int64_t n, bool rotated, float* out) {
-  const auto* r = static_cast<const uint8_t*>(row);
-  switch (t) {
-    case KVType::f32: std::memcpy(out, row, size_t(n) * 4); break;
-    case KVType::f16:
-      for (int64_t i = 0; i < n; ++i) out[i] = half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
-      break;
-    case KVType::q8:
-      for (int64_t blk = 0, i0 = 0; i0 < n; ++blk, i0 += kQuantBlock) {
-        const float d = quant_scale(t, r, n, blk);
-        const int8_t* q = reinterpret_cast<const int8_t*>(r) + i0;
-        const int64_t len = std::min<int64_t>(kQuantBlock, n - i0);
-        for (int64_t i = 0; i < len; ++i) out[i0 + i] = d * float(q[i]);
-      }
-      break;
-    default:  // q4: element e < 16 in the low nibble of byte e, e >= 16 in the high nibble of byte e - 16
-      for (int64_t blk = 0, i0 = 0; i0 < n; ++blk, i0 += kQuantBlock) {
-        const float d = quant_scale(t, r, n, blk);
-        const uint8_t* bytes = r + blk * 16;
-        const int64_t len = std::min<int64_t>(kQuantBlock, n - i0);
-        for (int64_t e = 0; e < len; ++e) {
-          const uint8_t byte = bytes[e % 16];
-          out[i0 + e] = d * float((e < 16 ? (byte & 15) : (byte >> 4)) - 8);
-        }
-      }
-      break;
-  }
+  with_kv_type(t, [&](auto tr) MASKATTN_DISPATCH_INLINE { decltype(tr)::to_float(row, n, out); });
   if (rotated) unrotate(out, n);
 }
 

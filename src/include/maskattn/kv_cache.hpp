@@ -21,11 +21,11 @@
 
 namespace maskattn {
 
+// The cache dtypes are the rows of maskattn/kv_types.inc: f32, f16, q8, q4 (each row says what it stores).
 enum class KVType {
-  f32,  // float32
-  f16,  // IEEE binary16: float input is rounded to nearest even; read back into fp32 math
-  q8,   // blocks of 32 along the row: int8 in [-127, 127] and a float32 scale (amax / 127)
-  q4,   // blocks of 32 along the row: 4-bit values and a float32 scale, x = scale * (q - 8)
+#define MASKATTN_KV_TYPE(name, bits) name,
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
 };
 // "f32", "f16", "q8", "q4" ("?" for a value outside the enum).
 const char* kv_type_name(KVType t) noexcept;

@@ -1,5 +1,5 @@
 // Q·Kᵀ over q8/q4 keys with the relaxed-SIMD 8-bit dot products (relaxed-SIMD builds only), chosen
-// at run time by a probe: the SIMD128 QuantDot (kernel/quant_dot.hpp) calls RelaxedIntDot::dot when
+// at run time by a probe: the SIMD128 QuantDot (int_dot/simd128.hpp) calls RelaxedIntDot::dot when
 // RelaxedIntDot::mode() is not exact, else runs its exact i32x4.dot_i16x8_s path.
 //
 // The relaxed instructions multiply signed bytes by "i7" bytes and are exact only when the second

@@ -1,0 +1,140 @@
+// Integer dot products of the simd128 target (WebAssembly SIMD128, and the relaxed-SIMD build with
+// the same file): i32x4.dot_i16x8_s on queries prepared as int16. The relaxed-SIMD build also has
+// the relaxed 8-bit dot products (int_dot/simd128_relaxed.hpp), used where checks at module start and
+// in the kernel's own code find them exact (Node 20's Liftoff gets
+// i32x4.relaxed_dot_i8x16_i7x16_add_s wrong), this path elsewhere. P·V dequantizes V in registers,
+// or runs in integers (PV below).
+#pragma once
+
+#include "kernel/quant_dot.hpp"
+
+#include <wasm_simd128.h>
+
+#if defined(__wasm_relaxed_simd__)
+#include "kernel/int_dot/simd128_relaxed.hpp"
+#endif
+
+namespace maskattn::detail {
+inline namespace MASKATTN_KERNEL_NS {
+
+template <class Arch>
+struct DequantWasm {
+  using V = typename Simd<Arch>::V;
+  static V f(v128_t x) { return V(__m128(wasm_f32x4_convert_i32x4(x))); }
+  static void widen(v128_t b, V* out) {
+    const v128_t lo = wasm_i16x8_extend_low_i8x16(b), hi = wasm_i16x8_extend_high_i8x16(b);
+    out[0] = f(wasm_i32x4_extend_low_i16x8(lo));
+    out[1] = f(wasm_i32x4_extend_high_i16x8(lo));
+    out[2] = f(wasm_i32x4_extend_low_i16x8(hi));
+    out[3] = f(wasm_i32x4_extend_high_i16x8(hi));
+  }
+  static void q8(const uint8_t* p, V* out) { widen(wasm_v128_load(p), out); }
+  static void q4(const uint8_t* p, V* lo, V* hi) {
+    const v128_t b = wasm_v128_load(p), eight = wasm_i8x16_splat(8);
+    // Nibble - 8 as signed bytes, then widened like q8.
+    widen(wasm_i8x16_sub(wasm_v128_and(b, wasm_i8x16_splat(15)), eight), lo);
+    widen(wasm_i8x16_sub(wasm_u8x16_shr(b, 4), eight), hi);
+  }
+  // Only the half a 16-column pass needs (SIMD128 passes are 16 columns wide).
+  static void q4_half(const uint8_t* p, int half, V* out) {
+    const v128_t b = wasm_v128_load(p);
+    const v128_t n = half == 0 ? wasm_v128_and(b, wasm_i8x16_splat(15)) : wasm_u8x16_shr(b, 4);
+    widen(wasm_i8x16_sub(n, wasm_i8x16_splat(8)), out);
+  }
+};
+
+// A key block widened to int16 once for every row (BlockDot128 in kernel/quant_dot.hpp runs the loop).
+template <class Arch>
+struct Simd128Ops {
+  using FV = typename Simd<Arch>::V;
+#if defined(__wasm_relaxed_simd__)
+  using Row = WithInt8Values<QueryRow<int16_t>>;  // int8 values too, for the relaxed path
+#else
+  using Row = QueryRow<int16_t>;
+#endif
+  using IV = v128_t;
+  struct KBlock { v128_t w[4]; };  // the 32 values as int16
+  static IV bias(const int32_t* p) { return wasm_v128_load(p); }
+  static KBlock prep_q8(const uint8_t* k) {
+    KBlock b;
+    for (int h = 0; h < 2; ++h) {
+      const v128_t x = wasm_v128_load(k + 16 * h);
+      b.w[2 * h] = wasm_i16x8_extend_low_i8x16(x);
+      b.w[2 * h + 1] = wasm_i16x8_extend_high_i8x16(x);
+    }
+    return b;
+  }
+  static KBlock prep_q4(const uint8_t* k) {
+    const v128_t x = wasm_v128_load(k);
+    const v128_t lo = wasm_v128_and(x, wasm_i8x16_splat(15)), hi = wasm_u8x16_shr(x, 4);
+    return {{wasm_u16x8_extend_low_u8x16(lo), wasm_u16x8_extend_high_u8x16(lo), wasm_u16x8_extend_low_u8x16(hi),
+             wasm_u16x8_extend_high_u8x16(hi)}};
+  }
+  static IV apply(const int16_t* q, const KBlock& b, IV acc) {
+    for (int i = 0; i < 4; ++i) acc = wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(wasm_v128_load(q + 8 * i), b.w[i]));
+    return acc;
+  }
+  static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
+
+  // P·V in integers (measured: dequantizing V in registers made P·V slower than float32 V here;
+  // SIMD128 has no float conversion short of 10 instructions per 16 values). The weights p_j x
+  // scale_j of a block are rounded to int16 against their largest, and two keys' values, interleaved
+  // as int16 pairs, meet a pair of weights in one i32x4.dot_i16x8_s: 4 columns x 2 keys.
+  static constexpr bool kIntegerValues = true;
+  struct PV {
+  using FArch = Arch;
+  using IV = v128_t;
+  static constexpr int kLanes = 4;  // columns per vector
+  // 16 values (one half block) of keys a and b as 4 vectors of (a, b) int16 pairs, columns 4c..4c+3.
+  static void pairs(v128_t a, v128_t b, v128_t* out) {
+    const v128_t lo = wasm_i8x16_shuffle(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const v128_t hi = wasm_i8x16_shuffle(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    out[0] = wasm_i16x8_extend_low_i8x16(lo);
+    out[1] = wasm_i16x8_extend_high_i8x16(lo);
+    out[2] = wasm_i16x8_extend_low_i8x16(hi);
+    out[3] = wasm_i16x8_extend_high_i8x16(hi);
+  }
+  static void pairs_q8(const uint8_t* a, const uint8_t* b, v128_t* out) { pairs(wasm_v128_load(a), wasm_v128_load(b), out); }
+  // The `half` nibbles of two q4 blocks' 16 bytes, minus 8.
+  static void pairs_q4(const uint8_t* a, const uint8_t* b, int half, v128_t* out) {
+    auto nib = [half](const uint8_t* p) {
+      const v128_t x = wasm_v128_load(p);
+      return wasm_i8x16_sub(half ? wasm_u8x16_shr(x, 4) : wasm_v128_and(x, wasm_i8x16_splat(15)), wasm_i8x16_splat(8));
+    };
+    pairs(nib(a), nib(b), out);
+  }
+  static v128_t weight_pair(int16_t wa, int16_t wb) {
+    return wasm_i32x4_splat(int32_t(uint32_t(uint16_t(wa)) | (uint32_t(uint16_t(wb)) << 16)));
+  }
+  static v128_t zero() { return wasm_i32x4_splat(0); }
+  static v128_t madd(v128_t pairs, v128_t w, v128_t acc) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(pairs, w)); }
+  static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
+  };
+};
+
+#if defined(__wasm_relaxed_simd__)
+// The relaxed build's check before each use, in the code about to use it (quant_dot.hpp).
+__attribute__((always_inline)) inline void quant_dot_check_here() { RelaxedIntDot::check_here(); }
+#endif
+
+template <class Arch>
+struct QuantDot : DequantWasm<Arch>, BlockDot128<Arch, Simd128Ops<Arch>> {
+#if defined(__wasm_relaxed_simd__)
+  using Exact = BlockDot128<Arch, Simd128Ops<Arch>>;
+  using Row = typename Exact::Row;
+  using FV = typename Exact::FV;
+  // The mode checked by quant_dot_check_here() (int_dot/simd128_relaxed.hpp), else the exact path.
+  template <int RB, bool Q4>
+  static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
+    using FS = Simd<Arch>;
+    switch (RelaxedIntDot::mode()) {
+      case RelaxedIntDot::i8x16_add: return RelaxedIntDot::dot<FS, RelaxedIntDot::i8x16_add, RB, Q4>(q, k, kscales, nb, out, stride);
+      case RelaxedIntDot::i16x8: return RelaxedIntDot::dot<FS, RelaxedIntDot::i16x8, RB, Q4>(q, k, kscales, nb, out, stride);
+      default: return Exact::template dot<RB, Q4>(q, k, kscales, nb, out, stride);
+    }
+  }
+#endif
+};
+
+}  // namespace MASKATTN_KERNEL_NS
+}  // namespace maskattn::detail
