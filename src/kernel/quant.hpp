@@ -1,5 +1,5 @@
 // The quantized KV-cache formats (q8, q4) and the key rotation, in scalar code: the one definition
-// that appending (cache/kv_cache.cpp), read(), the prefill packing, the uniform policy's mean and the
+// that appending (cache/kv_storage.hpp), read(), the prefill packing, the uniform policy's mean and the
 // tests share. The decode kernel reads the same bytes with integer dot products (kernel/quant_dot.hpp).
 //
 // A row of n elements (one position of one K or V head) is split into blocks of 32 consecutive

@@ -1,0 +1,285 @@
+// KVCache's public methods: each validates everything (errors name the argument) before it writes
+// anything (an append past capacity changes nothing), then works on the storage (cache/kv_storage.hpp);
+// attend() is the storage as a KeySource through make_problem and execute, as attention() is.
+// Semantics: docs/semantics.md, "KV cache" and "Quantized caches".
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/errors.hpp"
+#include "cache/kv_storage.hpp"
+#include "dispatch/targets.hpp"
+#include "problem/problem.hpp"
+#include "problem/rope.hpp"
+#include "maskattn/maskattn.hpp"  // with maskattn/kv_cache.hpp
+
+namespace maskattn {
+namespace {
+using detail::cat;
+using detail::fail;
+using detail::fail_type;
+
+// "f32, f16, q8 or q4": the cache dtypes of maskattn/kv_types.inc, for error messages.
+std::string kv_type_list() {
+  const char* names[] = {
+#define MASKATTN_KV_TYPE(name, bits) #name,
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+  };
+  const size_t n = sizeof(names) / sizeof(names[0]);
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(names[i]);
+  return s;
+}
+}  // namespace
+
+KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
+  KVCacheConfig c = config;
+  if (c.batch < 1) fail("batch", cat("must be >= 1, given ", c.batch));
+  if (c.kv_heads < 1) fail("kv_heads", cat("must be >= 1, given ", c.kv_heads));
+  if (c.capacity < 1) fail("capacity", cat("must be >= 1, given ", c.capacity));
+  if (c.capacity > detail::kMaxSequenceLength)
+    fail("capacity", cat("must be <= ", detail::kMaxSequenceLength, ", given ", c.capacity));
+  if (c.head_dim < 1) fail("head_dim", cat("must be >= 1, given ", c.head_dim));
+  if (c.value_dim == -1) c.value_dim = c.head_dim;
+  if (c.value_dim < 1) fail("value_dim", cat("must be >= 1 (or -1 for head_dim), given ", c.value_dim));
+  if (!detail::valid_kv_type(c.dtype)) fail_type("dtype", cat("must be ", kv_type_list(), ", given ", int(c.dtype)));
+  if (c.key_dtype && !detail::valid_kv_type(*c.key_dtype))
+    fail_type("key_dtype", cat("must be ", kv_type_list(), ", given ", int(*c.key_dtype)));
+  if (c.value_dtype && !detail::valid_kv_type(*c.value_dtype))
+    fail_type("value_dtype", cat("must be ", kv_type_list(), ", given ", int(*c.value_dtype)));
+  const KVType kt = c.key_dtype.value_or(c.dtype), vt = c.value_dtype.value_or(c.dtype);
+  c.key_dtype = kt;
+  c.value_dtype = vt;
+  if (c.key_rotation != KeyRotation::automatic && c.key_rotation != KeyRotation::none &&
+      c.key_rotation != KeyRotation::hadamard)
+    fail_type("key_rotation", cat("must be automatic, none or hadamard, given ", int(c.key_rotation)));
+  const bool rotated = c.key_rotation == KeyRotation::hadamard || (c.key_rotation == KeyRotation::automatic &&
+                                                                   kt == KVType::q4 && c.head_dim % 2 == 0);
+  if (rotated && !detail::is_quantized(kt))
+    fail("key_rotation", cat("hadamard rotates keys before quantizing them: it needs key dtype q8 or q4, given ",
+                             kv_type_name(kt)));
+  if (rotated && c.head_dim % 2 != 0)
+    fail("key_rotation", cat("hadamard needs an even head_dim, given ", c.head_dim));
+  if (c.window < 0) fail("window", cat("must be >= 0 (0 = no window), given ", c.window));
+  if (c.sink_tokens < 0) fail("sink_tokens", cat("must be >= 0, given ", c.sink_tokens));
+  if (c.sink_tokens > 0 && c.window == 0)
+    fail("sink_tokens", cat("keeps the first positions beside a sliding window: it needs a window (a cache "
+                            "without one keeps every position), given ", c.sink_tokens, " with window 0"));
+  if (c.window > 0 && c.capacity < c.window + c.sink_tokens)
+    fail("capacity", cat("must be >= window + sink tokens = ", c.window + c.sink_tokens,
+                         " for a sliding-window cache, given ", c.capacity));
+  if (c.rope) c.rope = detail::check_rope(*c.rope, c.head_dim, "rope");  // dims resolved
+  if (c.page_size < 0 || c.page_size > detail::kMaxSequenceLength)
+    fail("page_size", cat("must be in [0, ", detail::kMaxSequenceLength, "] (0 = not paged), given ", c.page_size));
+  const int64_t kb = detail::stored_row_bytes(kt, c.head_dim), vb = detail::stored_row_bytes(vt, c.value_dim);
+  Impl& m = *impl_;
+  if (c.page_size > 0) {
+    const int64_t pk = detail::checked_elements({c.kv_heads, c.page_size, kb}, 1, "page_size");
+    const int64_t pv = detail::checked_elements({c.kv_heads, c.page_size, vb}, 1, "page_size");
+    m.k_page_bytes = (pk + 63) / 64 * 64;  // V rows start on a cache line
+    m.page_bytes = detail::checked_elements({m.k_page_bytes + pv}, 1, "page_size");
+    m.pages_per_seq = (c.capacity + c.page_size - 1) / c.page_size;
+    detail::checked_elements({c.batch, m.pages_per_seq}, 2 * sizeof(void*) + 4, "capacity");
+    m.table.assign(size_t(c.batch * m.pages_per_seq), -1);
+    m.k_pages.assign(m.table.size(), nullptr);
+    m.v_pages.assign(m.table.size(), nullptr);
+  } else {
+    const int64_t k_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, kb}, 1, "capacity");
+    const int64_t v_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, vb}, 1, "capacity");
+    detail::checked_elements({k_bytes + v_bytes}, 1, "capacity");
+    m.k.assign(size_t(k_bytes), 0);
+    m.v.assign(size_t(v_bytes), 0);
+  }
+  m.cfg = c;
+  m.ktype = kt;
+  m.vtype = vt;
+  m.rotated = rotated;
+  if (c.rope) m.rope.emplace(*c.rope);
+  m.k_row_bytes = kb;
+  m.v_row_bytes = vb;
+  m.lengths.assign(size_t(c.batch), 0);
+  m.first.assign(size_t(c.batch), 0);
+}
+
+KVCache::KVCache(KVCache&&) noexcept = default;
+KVCache& KVCache::operator=(KVCache&&) noexcept = default;
+KVCache::~KVCache() = default;
+
+// A moved-from cache holds nothing: the accessors answer "empty" (they are noexcept), every other
+// call is an ArgumentError naming the cache, never a null dereference.
+namespace {
+const KVCacheConfig kMovedFromConfig = [] {
+  KVCacheConfig c;
+  c.batch = c.kv_heads = c.capacity = c.head_dim = c.value_dim = 0;
+  return c;
+}();
+const std::vector<int32_t> kNoLengths;
+}  // namespace
+
+KVCache::Impl& KVCache::live() const {
+  if (!impl_) fail("cache", "used after it was moved from (a moved-from KVCache holds no storage)");
+  return *impl_;
+}
+
+const KVCacheConfig& KVCache::config() const noexcept { return impl_ ? impl_->cfg : kMovedFromConfig; }
+const std::vector<int32_t>& KVCache::lengths() const noexcept { return impl_ ? impl_->lengths : kNoLengths; }
+bool KVCache::keys_rotated() const noexcept { return impl_ && impl_->rotated; }
+int64_t KVCache::byte_length() const noexcept {
+  if (!impl_) return 0;
+  if (impl_->paged()) return int64_t(impl_->pool.size()) * impl_->page_bytes;
+  return int64_t(impl_->k.size() + impl_->v.size());
+}
+const void* KVCache::key_data() const noexcept { return impl_ && !impl_->paged() ? impl_->k.data() : nullptr; }
+const void* KVCache::value_data() const noexcept { return impl_ && !impl_->paged() ? impl_->v.data() : nullptr; }
+
+void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts) {
+  live().append(k, v, counts);
+}
+
+void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
+  Impl& m = live();
+  if (m.ktype != KVType::f16 || m.vtype != KVType::f16)
+    fail_type("k", cat("raw float16 halves (uint16) need a cache whose keys and values are f16; this cache is ",
+                       kv_type_name(m.ktype), "/", kv_type_name(m.vtype), ": pass floats"));
+  m.append(k, v, counts);
+}
+
+KVCache::Contents KVCache::read(int64_t b) const {
+  const Impl& m = live();
+  if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
+  Contents out;
+  out.sinks = m.lead(b);
+  out.start = m.first[size_t(b)];
+  out.length = m.lengths[size_t(b)] - out.start;
+  const int64_t H = m.cfg.kv_heads, n = out.sinks + out.length;
+  out.key.assign(size_t(H * n * m.D()), 0.0f);
+  out.value.assign(size_t(H * n * m.Dv()), 0.0f);
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = i < out.sinks ? i : out.start + i - out.sinks;
+      m.read_row(true, b, h, pos, out.key.data() + (h * n + i) * m.D());
+      m.read_row(false, b, h, pos, out.value.data() + (h * n + i) * m.Dv());
+    }
+  return out;
+}
+
+void KVCache::truncate(Span<int32_t> lengths) {
+  Impl& m = live();
+  if (lengths.data == nullptr || int64_t(lengths.size) != m.cfg.batch)
+    fail("lengths", cat("length must be the batch size ", m.cfg.batch, ", given ", lengths.size));
+  for (int64_t b = 0; b < m.cfg.batch; ++b)
+    if (lengths[size_t(b)] < 0 || lengths[size_t(b)] > m.lengths[size_t(b)])
+      fail(cat("lengths[", b, "]"), cat("must be in [0, current length ", m.lengths[size_t(b)], "], given ",
+                                        lengths[size_t(b)]));
+  for (int64_t b = 0; b < m.cfg.batch; ++b) {
+    m.lengths[size_t(b)] = lengths[size_t(b)];
+    m.first[size_t(b)] = std::min(m.first[size_t(b)], lengths[size_t(b)]);
+    m.release_after(b, lengths[size_t(b)]);
+  }
+}
+
+void KVCache::reset() noexcept {
+  if (!impl_) return;
+  std::fill(impl_->lengths.begin(), impl_->lengths.end(), 0);
+  std::fill(impl_->first.begin(), impl_->first.end(), 0);
+  for (int64_t b = 0; b < impl_->cfg.batch; ++b) impl_->release_after(b, 0);
+}
+
+void KVCache::fork(int64_t src, int64_t dst) {
+  Impl& m = live();
+  const int64_t B = m.cfg.batch;
+  if (src < 0 || src >= B) fail("src", cat("must be a sequence in [0, batch = ", B, "), given ", src));
+  if (dst < 0 || dst >= B) fail("dst", cat("must be a sequence in [0, batch = ", B, "), given ", dst));
+  if (dst == src) fail("dst", cat("must differ from src (both are ", src, ")"));
+  if (m.lengths[size_t(dst)] != 0)
+    fail("dst", cat("sequence ", dst, " holds ", m.lengths[size_t(dst)],
+                    " positions: fork needs an empty sequence (truncate or reset it first), nothing was changed"));
+  if (m.paged()) {
+    m.release_after(dst, 0);
+    for (int64_t i = 0; i < m.pages_per_seq; ++i) {
+      const int64_t from = src * m.pages_per_seq + i, to = dst * m.pages_per_seq + i;
+      m.table[size_t(to)] = m.table[size_t(from)];
+      if (m.table[size_t(to)] >= 0) ++m.refs[size_t(m.table[size_t(to)])];
+      m.point(to);
+    }
+  } else {  // one block: copy the slots src uses
+    const int64_t used = m.ring() ? std::min<int64_t>(m.lengths[size_t(src)], m.cap()) : m.lengths[size_t(src)];
+    for (int64_t h = 0; h < m.cfg.kv_heads; ++h) {
+      const int64_t kfrom = (src * m.cfg.kv_heads + h) * m.cap(), kto = (dst * m.cfg.kv_heads + h) * m.cap();
+      std::memcpy(m.k.data() + kto * m.k_row_bytes, m.k.data() + kfrom * m.k_row_bytes, size_t(used * m.k_row_bytes));
+      std::memcpy(m.v.data() + kto * m.v_row_bytes, m.v.data() + kfrom * m.v_row_bytes, size_t(used * m.v_row_bytes));
+    }
+  }
+  m.lengths[size_t(dst)] = m.lengths[size_t(src)];
+  m.first[size_t(dst)] = m.first[size_t(src)];
+}
+
+std::vector<int32_t> KVCache::pages(int64_t b) const {
+  const Impl& m = live();
+  if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
+  if (!m.paged()) return {};
+  return std::vector<int32_t>(m.table.begin() + b * m.pages_per_seq, m.table.begin() + (b + 1) * m.pages_per_seq);
+}
+
+void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
+  const int64_t sequence = b;
+  Impl& m = live();
+  const int64_t B = m.cfg.batch;
+  if (sequence < 0 || sequence >= B) fail("b", cat("must be in [0, batch = ", B, "), given ", sequence));
+  if (tree.data == nullptr && tree.size > 0) fail("tree", cat("data is null but size is ", tree.size));
+  if (path.data == nullptr && path.size > 0) fail("path", cat("data is null but size is ", path.size));
+  const int64_t T = int64_t(tree.size), len = m.lengths[size_t(sequence)];
+  if (T < 1) fail("tree", "needs at least one node (the parent indices given to attend)");
+  if (T > len - m.first[size_t(sequence)])
+    fail("tree", cat("its ", T, " nodes must be the newest positions of sequence ", sequence, ", which holds ",
+                     len - m.first[size_t(sequence)], " (positions ", m.first[size_t(sequence)], " to ", len - 1, ")"));
+  for (int64_t i = 0; i < T; ++i)
+    if (tree[size_t(i)] < -1 || tree[size_t(i)] >= i)
+      fail(cat("tree[", i, "]"), cat("node ", i, "'s parent must be -1 (a root) or an earlier node in [0, ", i,
+                                     "), given ", tree[size_t(i)]));
+  for (size_t k = 0; k < path.size; ++k) {
+    const int32_t node = path[k];
+    if (node < 0 || node >= T) fail(cat("path[", k, "]"), cat("must be a node in [0, ", T, "), given ", node));
+    const int32_t want = k == 0 ? -1 : path[k - 1];
+    if (tree[size_t(node)] != want)
+      fail(cat("path[", k, "]"),
+           k == 0 ? cat("the path must start at a root (parent -1); node ", node, "'s parent is ", tree[size_t(node)])
+                  : cat("node ", node, " is not a child of path[", k - 1, "] = ", want, " (its parent is ",
+                        tree[size_t(node)], ")"));
+  }
+  // Nodes only move down (path[k] >= k: parents come first), so copying in path order never
+  // overwrites a node still to be moved.
+  const int64_t base = len - T;
+  m.own_positions(sequence, base, base + int64_t(path.size));
+  std::optional<detail::RopeRotation> rope;
+  std::vector<float> scratch;
+  if (m.rope) {
+    rope.emplace(*m.rope);
+    scratch.resize(size_t(m.D()));
+  }
+  for (size_t k = 0; k < path.size; ++k)
+    if (path[k] != int32_t(k))
+      m.move_row(sequence, base + path[k], base + int64_t(k), rope ? &*rope : nullptr, scratch.data());
+  m.lengths[size_t(sequence)] = int32_t(base + int64_t(path.size));
+  m.release_after(sequence, m.lengths[size_t(sequence)]);
+}
+
+Options KVCache::default_options() {
+  Options o;
+  o.causal = true;
+  return o;
+}
+
+void KVCache::attend(const ConstTensor& q, const MutableTensor& out) const {
+  attend(q, out, default_options());
+}
+
+void KVCache::attend(const ConstTensor& q, const MutableTensor& out, const Options& options,
+                     const ExtraOutputs& extra) const {
+  detail::execute(detail::make_problem(q, live().key_source(), &out, options, extra), options.target);
+}
+
+}  // namespace maskattn

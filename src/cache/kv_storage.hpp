@@ -1,0 +1,323 @@
+// A KV cache's storage (KVCache::Impl): the rows of every sequence and head in their dtype's format
+// (kernel/quant.hpp), in one block or in pages shared by forks; a ring's slots; rows written
+// (appends, RoPE and the key rotation applied, then quantized) and read back; and the storage as a
+// KeySource, what attend() reads (docs/semantics.md, "KV cache"). The public methods that validate
+// and call into it are api/kv_cache.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "base/errors.hpp"
+#include "kernel/half.hpp"
+#include "kernel/quant.hpp"
+#include "problem/key_source.hpp"
+#include "problem/problem.hpp"
+#include "problem/rope.hpp"
+#include "maskattn/maskattn.hpp"  // with maskattn/kv_cache.hpp
+
+namespace maskattn {
+namespace detail {
+
+// Whether t is one of the cache dtypes (maskattn/kv_types.inc): an enum may hold any value.
+inline bool valid_kv_type(KVType t) {
+  switch (t) {
+#define MASKATTN_KV_TYPE(name, bits) case KVType::name:
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+      return true;
+  }
+  return false;
+}
+// Units of a stored row that a stride counts: floats, halves, or bytes (quantized rows).
+inline int64_t row_units(KVType t, int64_t n) { return is_quantized(t) ? stored_row_bytes(t, n) : n; }
+
+}  // namespace detail
+
+struct KVCache::Impl {
+  KVCacheConfig cfg;                // dtypes resolved
+  KVType ktype = KVType::f32, vtype = KVType::f32;
+  bool rotated = false;             // keys stored as R·k (kernel/quant.hpp)
+  std::optional<detail::RopeRotation> rope;  // cfg.rope's frequencies, made once (copied per call)
+  int64_t k_row_bytes = 0, v_row_bytes = 0;
+  // Contiguous layout: [B, Hkv, capacity] rows of K and of V, in their dtype's format
+  // (kernel/quant.hpp). uint8_t storage from operator new is aligned for floats and halves.
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> lengths;     // tokens seen per sequence (absolute positions)
+  std::vector<int32_t> first;       // lowest window position still held (a ring overwrites older ones)
+
+  // Paged layout (page_size P > 0): a page holds P slots of every head, K rows [Hkv, P] then V rows
+  // [Hkv, P]. table[b * pages_per_seq + s / P] is the page of slot s of sequence b (-1 = none yet);
+  // refs counts the sequences sharing a page (fork), and a write into a shared page copies it first.
+  int64_t pages_per_seq = 0, k_page_bytes = 0, page_bytes = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> pool;
+  std::vector<int32_t> refs, free_pages, table;
+  std::vector<const uint8_t*> k_pages, v_pages;  // the kernels' view of `table`: [B * pages_per_seq]
+
+  int64_t D() const { return cfg.head_dim; }
+  int64_t Dv() const { return cfg.value_dim; }
+  int64_t cap() const { return cfg.capacity; }
+  int64_t P() const { return cfg.page_size; }
+  bool paged() const { return cfg.page_size > 0; }
+  bool ring() const { return cfg.window > 0; }
+  int64_t sinks() const { return cfg.sink_tokens; }
+  // Slot of a position: sink tokens keep theirs, later positions cycle through the ring's slots.
+  int64_t slot(int64_t pos) const {
+    if (!ring() || pos < sinks()) return pos;
+    return sinks() + (pos - sinks()) % (cap() - sinks());
+  }
+  // Positions sequence b holds below `first` (sink tokens once the window has moved past them).
+  int64_t lead(int64_t b) const { return std::min<int64_t>(sinks(), first[size_t(b)]); }
+
+  // The stored row of position `pos` of (b, h) in K or V.
+  const uint8_t* row(bool key, int64_t b, int64_t h, int64_t pos) const {
+    const int64_t s = slot(pos), bytes = key ? k_row_bytes : v_row_bytes;
+    if (!paged()) return (key ? k : v).data() + ((b * cfg.kv_heads + h) * cap() + s) * bytes;
+    const uint8_t* page = (key ? k_pages : v_pages)[size_t(b * pages_per_seq + s / P())];
+    return page + (h * P() + s % P()) * bytes;
+  }
+  // For writing: the caller made the page writable first (own_page).
+  uint8_t* row(bool key, int64_t b, int64_t h, int64_t pos) { return const_cast<uint8_t*>(std::as_const(*this).row(key, b, h, pos)); }
+
+  // ---- pages
+  void point(int64_t at) {
+    const int32_t e = table[size_t(at)];
+    k_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].get();
+    v_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].get() + k_page_bytes;
+  }
+  int32_t new_page() {
+    if (!free_pages.empty()) {
+      const int32_t e = free_pages.back();
+      free_pages.pop_back();
+      refs[size_t(e)] = 1;
+      return e;
+    }
+    // Everything that may throw first (the page, room in every list), so a bad_alloc changes
+    // nothing; free_pages can then never grow past pool.size(): release_page cannot throw.
+    auto page = std::make_unique<uint8_t[]>(size_t(page_bytes));  // zeroed
+    pool.reserve(pool.size() + 1);
+    refs.reserve(pool.size() + 1);
+    free_pages.reserve(pool.size() + 1);
+    pool.push_back(std::move(page));
+    refs.push_back(1);
+    return int32_t(pool.size() - 1);
+  }
+  // Makes the page holding slot s of sequence b this sequence's own: allocated, and copied first when
+  // shared. Contents do not change, so a bad_alloc part-way leaves the cache as it was.
+  void own_page(int64_t b, int64_t s) {
+    const int64_t at = b * pages_per_seq + s / P();
+    int32_t& e = table[size_t(at)];
+    if (e < 0) {
+      const int32_t n = new_page();
+      table[size_t(at)] = n;
+    } else if (refs[size_t(e)] > 1) {
+      const int32_t n = new_page();  // may reallocate pool: index again below
+      std::memcpy(pool[size_t(n)].get(), pool[size_t(table[size_t(at)])].get(), size_t(page_bytes));
+      --refs[size_t(table[size_t(at)])];
+      table[size_t(at)] = n;
+    }
+    point(at);
+  }
+  // Every page positions [from, to) of sequence b will be written to, made its own first: a new
+  // page wherever the slots jump (the first position, a page boundary, a ring's wrap back to slot
+  // sinks(), which need not be a page boundary).
+  void own_positions(int64_t b, int64_t from, int64_t to) {
+    if (!paged()) return;
+    for (int64_t pos = from; pos < to; ++pos)
+      if (pos == from || slot(pos) % P() == 0 || slot(pos) != slot(pos - 1) + 1) own_page(b, slot(pos));
+  }
+  void release_page(int64_t at) {
+    const int32_t e = table[size_t(at)];
+    if (e < 0) return;
+    if (--refs[size_t(e)] == 0) free_pages.push_back(e);
+    table[size_t(at)] = -1;
+    point(at);
+  }
+  // Pages of sequence b past what its first `length` positions use (a ring uses every slot it reached).
+  void release_after(int64_t b, int64_t length) {
+    if (!paged()) return;
+    const int64_t used_slots = ring() ? std::min<int64_t>(length, cap()) : length;
+    for (int64_t i = (used_slots + P() - 1) / P(); i < pages_per_seq; ++i) release_page(b * pages_per_seq + i);
+  }
+
+  template <class In>
+  void check_append(const TensorView<const In>& k, const TensorView<const In>& v, Span<int32_t> counts,
+                    std::vector<int32_t>& take) const {
+    detail::check_view(k, "k");
+    detail::check_view(v, "v");
+    const int64_t B = cfg.batch, H = cfg.kv_heads;
+    if (k.shape[0] != B || k.shape[1] != H || k.shape[3] != D())
+      detail::fail("k", detail::cat("shape must be [B, Hkv, T, D] = [", B, ", ", H, ", T, ", D(), "], given [", k.shape[0], ", ",
+                    k.shape[1], ", ", k.shape[2], ", ", k.shape[3], "]"));
+    if (v.shape[0] != B || v.shape[1] != H || v.shape[2] != k.shape[2] || v.shape[3] != Dv())
+      detail::fail("v", detail::cat("shape must be [B, Hkv, T, Dv] = [", B, ", ", H, ", ", k.shape[2], ", ", Dv(), "], given [",
+                    v.shape[0], ", ", v.shape[1], ", ", v.shape[2], ", ", v.shape[3], "]"));
+    const int64_t T = k.shape[2];
+    if (!counts.empty() && int64_t(counts.size) != B)
+      detail::fail("counts", detail::cat("length must be the batch size ", B, ", given ", counts.size));
+    take.assign(size_t(B), 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = counts.empty() ? T : counts[size_t(b)];
+      if (n < 0 || n > T) detail::fail(detail::cat("counts[", b, "]"), detail::cat("must be in [0, T = ", T, "], given ", n));
+      const int64_t after = int64_t(lengths[size_t(b)]) + n;
+      if (!ring() && after > cap())
+        detail::fail(detail::cat("sequence[", b, "]"),
+             detail::cat("sequence ", b, " holds ", lengths[size_t(b)], " positions; appending ", n, " would need ", after,
+                 ", capacity is ", cap(), " (nothing was written; use a larger capacity, or a window for a ring)"));
+      if (after > detail::kMaxSequenceLength)
+        detail::fail(detail::cat("sequence[", b, "]"), detail::cat("sequence ", b, " would reach ", after, " positions, the most is ",
+                                           detail::kMaxSequenceLength));
+      take[size_t(b)] = int32_t(n);
+    }
+  }
+
+  // Copies the new positions in, converting each row to the cache's format (float16 rounding,
+  // rotation and quantization for q8/q4).
+  // New positions [0, n) of sequence b that stay in the cache: a ring keeps its sink tokens and only
+  // the newest (capacity - sink_tokens) others, so older new ones would be overwritten anyway.
+  bool kept(int64_t b, int64_t i, int64_t n) const {
+    if (!ring()) return true;
+    const int64_t pos = lengths[size_t(b)] + i, end = lengths[size_t(b)] + n;
+    return pos < sinks() || pos >= end - (cap() - sinks());
+  }
+  // Pages every kept new position will be written to, made writable before anything is written.
+  void own_new_positions(const std::vector<int32_t>& take) {
+    if (!paged()) return;
+    for (int64_t b = 0; b < cfg.batch; ++b)
+      for (int64_t i = 0; i < take[size_t(b)]; ++i)
+        if (kept(b, i, take[size_t(b)])) {
+          const int64_t pos = lengths[size_t(b)] + i, s = slot(pos);
+          if (i == 0 || s % P() == 0 || !kept(b, i - 1, take[size_t(b)]) || s != slot(pos - 1) + 1) own_page(b, s);
+        }
+  }
+
+  // One row of floats (scratch: it may be changed) into the cache's format at `to`: float16 rounding,
+  // or the Hadamard rotation (keys, when rotated) and quantization for q8/q4.
+  void encode_row(bool key, float* scratch, uint8_t* to) const {
+    const KVType t = key ? ktype : vtype;
+    const int64_t width = key ? D() : Dv();
+    if (t == KVType::f32) {
+      std::memcpy(to, scratch, size_t(width) * 4);
+    } else if (t == KVType::f16) {
+      auto* h16 = reinterpret_cast<uint16_t*>(to);
+      for (int64_t c = 0; c < width; ++c) h16[c] = float_to_half(scratch[c]);
+    } else {
+      if (key && rotated) detail::rotate(scratch, width);
+      detail::quantize_row(t, scratch, width, to);
+    }
+  }
+
+  // Keys with RoPE are rotated by their absolute position (+ offset) first, then stored as above.
+  template <class In>
+  void write(const TensorView<const In>& src, bool key, const std::vector<int32_t>& take) {
+    const int64_t width = key ? D() : Dv();
+    std::vector<float> scratch(static_cast<size_t>(width));
+    std::optional<detail::RopeRotation> rope;
+    if (key && this->rope) {
+      rope.emplace(*this->rope);
+      rope->prepare_runs(*std::max_element(take.begin(), take.end()));  // allocations before any write
+    }
+    for (int64_t b = 0; b < cfg.batch; ++b) {
+      const int64_t n = take[size_t(b)];
+      int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
+      for (int64_t i = 0; i < n; ++i) {
+        if (!kept(b, i, n)) continue;
+        const int64_t pos = lengths[size_t(b)] + i;
+        if (rope && i - run >= detail::RopeRotation::kRun) {
+          run = i;
+          rope->start_run(pos + rope->offset());
+        } else if (rope) {
+          rope->step_run(i - run);
+        }
+        for (int64_t h = 0; h < cfg.kv_heads; ++h) {
+          const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
+          uint8_t* to = row(key, b, h, pos);
+          if constexpr (std::is_same_v<In, uint16_t>) {  // halves into a float16 cache
+            if (!rope) {
+              std::memcpy(to, from, size_t(width) * 2);
+              continue;
+            }
+            for (int64_t c = 0; c < width; ++c) scratch[size_t(c)] = half_to_float(from[c]);
+          } else {
+            std::memcpy(scratch.data(), from, size_t(width) * 4);
+          }
+          if (rope) rope->rotate(scratch.data(), scratch.data(), width);
+          encode_row(key, scratch.data(), to);
+        }
+      }
+    }
+  }
+
+  // What attend() reads (docs/semantics.md, "KV cache"): the rows in storage, their dtypes, the
+  // ring, the pages, what each sequence holds and the keys' RoPE.
+  detail::KeySource key_source() const {
+    detail::KeySource s;
+    s.B = cfg.batch; s.H = cfg.kv_heads; s.D = D(); s.Dv = Dv();
+    s.Lk = *std::max_element(lengths.begin(), lengths.end());
+    s.k_type = ktype; s.v_type = vtype; s.keys_rotated = rotated;
+    const int64_t ku = detail::row_units(ktype, D()), vu = detail::row_units(vtype, Dv());
+    if (paged()) {
+      s.k_pages = k_pages.data(); s.v_pages = v_pages.data();
+      s.page_keys = P(); s.pages_per_seq = pages_per_seq;
+      s.ks = {0, P() * ku, ku}; s.vs = {0, P() * vu, vu};
+    } else {
+      if (s.Lk > 0) { s.k = k.data(); s.v = v.data(); }
+      s.ks = {s.H * cap() * ku, cap() * ku, ku}; s.vs = {s.H * cap() * vu, cap() * vu, vu};
+    }
+    s.lengths = lengths.data(); s.first = first.data();
+    if (ring()) { s.sinks = sinks(); s.ring = cap() - sinks(); s.window = cfg.window; }
+    if (rope) { s.rope = cfg.rope; s.rope_table = &*rope; }
+    return s;
+  }
+
+  // Row j of sequence b, head h as floats (dequantized, unrotated).
+  void read_row(bool key, int64_t b, int64_t h, int64_t j, float* out) const {
+    if (key) detail::row_to_float(ktype, row(true, b, h, j), D(), rotated, out);
+    else detail::row_to_float(vtype, row(false, b, h, j), Dv(), false, out);
+  }
+
+  void advance(const std::vector<int32_t>& take) {
+    for (int64_t b = 0; b < cfg.batch; ++b) {
+      lengths[size_t(b)] += take[size_t(b)];
+      // The ring's slots hold the newest (capacity - sinks) positions from `sinks` on.
+      const int64_t oldest = lengths[size_t(b)] - (cap() - sinks());
+      if (ring() && oldest > sinks()) first[size_t(b)] = int32_t(std::max<int64_t>(first[size_t(b)], oldest));
+    }
+  }
+
+  template <class In>
+  void append(const TensorView<const In>& k_in, const TensorView<const In>& v_in, Span<int32_t> counts) {
+    std::vector<int32_t> take;
+    check_append(k_in, v_in, counts, take);
+    own_new_positions(take);
+    write(k_in, true, take);
+    write(v_in, false, take);
+    advance(take);
+  }
+
+  // Copies the rows of position `from` to position `to` (every head, K and V) within sequence b
+  // (the page of `to` already owned). With RoPE (`rope` and a scratch row of D floats, made before
+  // anything moves) the key rows are re-rotated by (to - from): stored at their new position's
+  // angle (f16, q8 and q4 rows are rounded or quantized again).
+  void move_row(int64_t b, int64_t from, int64_t to, detail::RopeRotation* rope, float* scratch) {
+    if (rope) rope->at(to - from);
+    for (int64_t h = 0; h < cfg.kv_heads; ++h) {
+      if (rope) {
+        read_row(true, b, h, from, scratch);
+        rope->rotate(scratch, scratch, D());
+        encode_row(true, scratch, row(true, b, h, to));
+      } else {
+        std::memmove(row(true, b, h, to), row(true, b, h, from), size_t(k_row_bytes));
+      }
+      std::memmove(row(false, b, h, to), row(false, b, h, from), size_t(v_row_bytes));
+    }
+  }
+};
+
+}  // namespace maskattn
