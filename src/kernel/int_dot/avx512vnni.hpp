@@ -31,9 +31,10 @@ struct QuantDot : DequantAvx2<Arch> {
     int64_t blk = 0;
     for (; blk + 2 <= nb; blk += 2) {
       __m512i kv;
-      if constexpr (Q4) {  // 32 bytes = two blocks' nibbles: [A lo, B lo | A hi, B hi] in one go
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + blk * 16)), m = _mm256_set1_epi8(15);
-        kv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(x, m)), _mm256_and_si256(_mm256_srli_epi16(x, 4), m), 1);
+      if constexpr (Q4) {  // 32 bytes = two blocks' nibbles: [A lo, B lo | A hi, B hi] in one go:
+        // the bytes in both halves (one broadcast load), the upper half shifted, then masked
+        const __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + blk * 16)));
+        kv = _mm512_and_si512(_mm512_mask_srli_epi16(x, __mmask32(0xFFFF0000u), x, 4), _mm512_set1_epi8(15));
       } else {
         kv = _mm512_xor_si512(_mm512_loadu_si512(k + blk * 32), _mm512_set1_epi8(char(0x80)));
       }
