@@ -72,8 +72,8 @@ struct Problem {
   bool tree_per_batch = false;
   std::shared_ptr<const std::vector<int32_t>> tree_order;  // owns tree_in / tree_out
   FullyMasked policy = FullyMasked::zero;
-  // RoPE (validated, dims resolved), for the reference only: attention() and KVCache::attend give the
-  // kernels rotated copies of Q (and K) and clear it. Query row i of sequence b sits at position
+  // RoPE (validated, dims resolved), for the reference only: execute() (dispatch/execute.cpp) gives
+  // the kernels rotated copies of Q (and K) and clears it. Query row i of sequence b sits at position
   // rope_q_position(b, i), key j at j (both plus rope->offset); rope_keys false: K is stored rotated.
   std::optional<Rope> rope;
   bool rope_keys = false;
