@@ -102,6 +102,7 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
   m.v_row_bytes = vb;
   m.lengths.assign(size_t(c.batch), 0);
   m.first.assign(size_t(c.batch), 0);
+  m.place_rows();
 }
 
 KVCache::KVCache(KVCache&&) noexcept = default;

@@ -68,19 +68,13 @@ struct KVCache::Impl {
   bool ring() const { return cfg.window > 0; }
   int64_t sinks() const { return cfg.sink_tokens; }
   // Slot of a position: sink tokens keep theirs, later positions cycle through the ring's slots.
-  int64_t slot(int64_t pos) const {
-    if (!ring() || pos < sinks()) return pos;
-    return sinks() + (pos - sinks()) % (cap() - sinks());
-  }
+  int64_t slot(int64_t pos) const { return layout.slot(pos); }
   // Positions sequence b holds below `first` (sink tokens once the window has moved past them).
   int64_t lead(int64_t b) const { return std::min<int64_t>(sinks(), first[size_t(b)]); }
 
-  // The stored row of position `pos` of (b, h) in K or V.
+  // The stored row of position `pos` of (b, h) in K or V: addressed as attend() addresses it.
   const uint8_t* row(bool key, int64_t b, int64_t h, int64_t pos) const {
-    const int64_t s = slot(pos), bytes = key ? k_row_bytes : v_row_bytes;
-    if (!paged()) return (key ? k : v).data() + ((b * cfg.kv_heads + h) * cap() + s) * bytes;
-    const uint8_t* page = (key ? k_pages : v_pages)[size_t(b * pages_per_seq + s / P())];
-    return page + (h * P() + s % P()) * bytes;
+    return static_cast<const uint8_t*>(key ? layout.key_row(b, h, pos) : layout.value_row(b, h, pos));
   }
   // For writing: the caller made the page writable first (own_page).
   uint8_t* row(bool key, int64_t b, int64_t h, int64_t pos) { return const_cast<uint8_t*>(std::as_const(*this).row(key, b, h, pos)); }
@@ -254,12 +248,13 @@ struct KVCache::Impl {
     }
   }
 
-  // What attend() reads (docs/semantics.md, "KV cache"): the rows in storage, their dtypes, the
-  // ring, the pages, what each sequence holds and the keys' RoPE.
-  detail::KeySource key_source() const {
-    detail::KeySource s;
+  // Where each position's rows live, their dtypes, what each sequence holds and the keys' RoPE, as
+  // the KeySource that row() and attend() both read (docs/semantics.md, "KV cache"). Set once the
+  // storage exists (the constructor): every pointer in it stays valid for the cache's life.
+  detail::KeySource layout;
+  void place_rows() {
+    detail::KeySource& s = layout;
     s.B = cfg.batch; s.H = cfg.kv_heads; s.D = D(); s.Dv = Dv();
-    s.Lk = *std::max_element(lengths.begin(), lengths.end());
     s.k_type = ktype; s.v_type = vtype; s.keys_rotated = rotated;
     const int64_t ku = detail::row_units(ktype, D()), vu = detail::row_units(vtype, Dv());
     if (paged()) {
@@ -267,12 +262,17 @@ struct KVCache::Impl {
       s.page_keys = P(); s.pages_per_seq = pages_per_seq;
       s.ks = {0, P() * ku, ku}; s.vs = {0, P() * vu, vu};
     } else {
-      if (s.Lk > 0) { s.k = k.data(); s.v = v.data(); }
+      s.k = k.data(); s.v = v.data();
       s.ks = {s.H * cap() * ku, cap() * ku, ku}; s.vs = {s.H * cap() * vu, cap() * vu, vu};
     }
     s.lengths = lengths.data(); s.first = first.data();
     if (ring()) { s.sinks = sinks(); s.ring = cap() - sinks(); s.window = cfg.window; }
     if (rope) { s.rope = cfg.rope; s.rope_table = &*rope; }
+  }
+  // What attend() reads: the layout with the longest sequence as Lk.
+  detail::KeySource key_source() const {
+    detail::KeySource s = layout;
+    s.Lk = *std::max_element(lengths.begin(), lengths.end());
     return s;
   }
 

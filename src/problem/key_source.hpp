@@ -69,7 +69,7 @@ struct KeySource {
   // K/V rows of key j in storage, in their own units (bytes for the quantized types).
   const void* key_row(int64_t b, int64_t h, int64_t j) const { return row(k, k_pages, k_type, ks, b, h, j); }
   const void* value_row(int64_t b, int64_t h, int64_t j) const { return row(v, v_pages, v_type, vs, b, h, j); }
-  // Plain float K and V in one block: what the reference and RoPE's key copy read directly.
+  // Plain float K and V in one block, in position order: what the reference reads in place.
   bool dense_float() const { return k_type == KVType::f32 && v_type == KVType::f32 && !k_pages && !ring && !keys_rotated; }
 
  private:

@@ -64,14 +64,14 @@ void compute(const Problem& p, ReferenceResult& res) {
   res.fully_masked.assign(size_t(p.B * p.Hq * p.Lq), 0);
   std::vector<Real> logit(size_t(p.Lk));
   std::vector<uint8_t> use(size_t(p.Lk));
-  // RoPE: rotated Q rows (query i of sequence b at p.rope_q_position(b, i)) and K rows (key j at j),
-  // in double, [B, H, L, D]. In fp32 each rotated value is rounded to float once (as the kernels get it).
   // Plain float K and V (a cache of another dtype, a ring or pages reach here converted by the
-  // dispatch layer: dispatch.cpp's logical_keys), strides in floats.
+  // dispatch layer: execute.cpp's logical_keys), strides in floats.
   const float* const pk = static_cast<const float*>(p.kv.k);
   const float* const pv = static_cast<const float*>(p.kv.v);
   const RowMajor3& ks = p.kv.ks;
   const RowMajor3& vs = p.kv.vs;
+  // RoPE: rotated Q rows (query i of sequence b at p.rope_q_position(b, i)) and K rows (key j at j),
+  // in double, [B, H, L, D]. In fp32 each rotated value is rounded to float once (as the kernels get it).
   std::vector<double> q_rope, k_rope;
   if (p.rope && p.D > 0) {
     q_rope.resize(size_t(p.B * p.Hq * p.Lq * p.D));
