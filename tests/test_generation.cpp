@@ -366,11 +366,11 @@ TEST_P(Generation, PagedEqualsContiguous) {
   for (KVType dtype : {KVType::f32, KVType::f16, KVType::q8, KVType::q4}) {
     for (int64_t page_size : {int64_t(1), int64_t(7), int64_t(64)}) {
       SCOPED_TRACE(std::string(maskattn::kv_type_name(dtype)) + " page_size " + std::to_string(page_size));
-      // Where the decode kernel's P·V runs in integers (SIMD128 over q8/q4 values), page cuts make
-      // other tiles and so other 16-bit weight roundings: the two caches may differ by both
-      // (|V̂| <= 1 here; about 1e-5 measured). Elsewhere the cuts only move the split-K chunks.
+      // Where the decode kernel's P·V runs in integers (SIMD128 and AVX-512 VNNI over q8/q4 values),
+      // page cuts make other tiles and so other 16-bit weight roundings: the two caches may differ by
+      // both (|V̂| <= 1 here; about 1e-5 measured). Elsewhere the cuts only move the split-K chunks.
       const bool integer_pv = (dtype == KVType::q8 || dtype == KVType::q4) &&
-                              target().target == maskattn::Target::simd128 && target().kernel != maskattn::Kernel::prefill;
+                              maskattn_test::integer_pv_target(target().target) && target().kernel != maskattn::Kernel::prefill;
       const double pv_rounding = integer_pv ? 2 * maskattn_test::integer_pv_rounding(1.0) : 0.0;
       Rng rng("Generation/paged");
       KVCacheConfig cfg;

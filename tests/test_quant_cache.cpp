@@ -328,6 +328,32 @@ TEST_P(QuantCacheTest, MatchesReferenceOverItsContentsThroughAGeneration) {
   }
 }
 
+// P·V over q8/q4 values at every width the kernels cut it into: one block (32), an odd count
+// (96: AVX-512's q4 pairs of blocks end on a single one), passes with a remainder (160), more blocks
+// than the integer tile takes (640: the dequantizing path); query groups of 1, 2, 4 and 5 rows
+// (register blocks of 4 plus 1); tiles ending on an odd key (131 keys); a window (rows that add only
+// some of a tile's keys); float32 keys, so P·V alone differs from the reference.
+TEST_P(QuantCacheTest, QuantizedValuesAtEveryWidthAndGroup) {
+  Rng rng("quant/values-widths");
+  for (KVType vt : {KVType::q8, KVType::q4})
+    for (int64_t Dv : {32, 96, 160, 640})
+      for (int64_t group : {1, 2, 4, 5}) {
+        KVCacheConfig cfg = config(1, 2, 140, 16, Dv, KVType::f32, vt);
+        KVCache cache(cfg);
+        const int64_t L = 131;
+        std::vector<float> k = random(rng, size_t(2 * L * 16)), v = random(rng, size_t(2 * L * Dv));
+        cache.append(maskattn::bhld(k.data(), 1, 2, L, 16), maskattn::bhld(v.data(), 1, 2, L, Dv));
+        const std::string name = std::string(maskattn::kv_type_name(vt)) + " Dv " + std::to_string(Dv) + " group " +
+                                 std::to_string(group);
+        const std::vector<float> q = random(rng, size_t(2 * group * 2 * 16), -3, 3);
+        check(cache, q, 2 * group, 2, options(), true, name);
+        maskattn::Options o = options();
+        o.causal = false;
+        o.window = {40, 3};
+        check(cache, q, 2 * group, 2, o, true, name + " window");
+      }
+}
+
 TEST_P(QuantCacheTest, SlidingWindowRing) {
   Rng rng("quant/ring");
   KVCacheConfig cfg = config(1, 1, 100, 32, 32, KVType::q8, KVType::q4);

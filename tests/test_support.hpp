@@ -183,10 +183,14 @@ inline CacheHistory cache_history(const maskattn::KVCache::Contents& c, int64_t 
   return h;
 }
 
-// Where the decode kernel's P·V over q8/q4 values runs in integers (SIMD128), each tile's weights
-// are rounded to int16 against the tile's largest: at most (KT / 65534) x max|V̂| per row, with
-// KT = 64 keys per tile (docs/semantics.md).
+// Where the decode kernel's P·V over q8/q4 values runs in integers, each tile's weights are
+// rounded to int16 against the tile's largest: at most (KT / 65534) x max|V̂| per row, with KT = 64
+// keys per tile (docs/semantics.md).
 inline double integer_pv_rounding(double max_abs_value) { return 64.0 / 65534.0 * max_abs_value; }
+// The targets whose decode kernel does so (int_dot/simd128.hpp, int_dot/avx512vnni.hpp).
+inline bool integer_pv_target(maskattn::Target t) {
+  return t == maskattn::Target::simd128 || t == maskattn::Target::avx512vnni;
+}
 
 // f() must throw an ArgumentError naming `argument` (a TypeError-kind one when type_error).
 inline void expect_argument_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {

@@ -386,12 +386,22 @@ class DecodeAttention {
     else run(std::integral_constant<int, 4>{});
   }
 
+  // D = 128 (4 blocks, the common head size) gets a copy with the block count known at compile time:
+  // the block loop unrolls and each row's query blocks are loaded once per register block, not per
+  // key (measured: the MHA q4 decode step 0.87 -> 0.47 ms with L3-resident data, Zen 5, 1 thread).
   template <int RB, class KTraits>
   MASKATTN_NOINLINE void qk_block_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
                                         int64_t ahead, float* s) const {
+    if (nb_ == 4) qk_block_quant_nb<RB, KTraits, 4>(qq, n_rows, k, n, kt, ahead, s);
+    else qk_block_quant_nb<RB, KTraits, 0>(qq, n_rows, k, n, kt, ahead, s);
+  }
+
+  template <int RB, class KTraits, int NB>  // NB: the block count, or 0 for nb_
+  MASKATTN_DISPATCH_INLINE void qk_block_quant_nb(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
+                                                  int64_t ahead, float* s) const {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
-    const int64_t ks = p_.kv.ks.l, nb = nb_, scales_at = nb * KTraits::kValueBytes, pf = prefetch_keys(k_row_bytes_);
+    const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes, pf = prefetch_keys(k_row_bytes_);
     alignas(64) float dots[L];
     quant_dot_check_here();
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
@@ -509,7 +519,11 @@ class DecodeAttention {
       prow[r] = s + which[r] * KT;
       orow[r] = o + active[which[r]] * dv_pad_;
     }
-    if constexpr (QD::kIntegerValues) {  // rows in pairs (a pair's accumulators fill the registers)
+    if constexpr (QD::kPvTile) {
+      using Dot = QuantDotOf<QD, QRows::T::kType>;
+      if (Dot::template pv_tile<R>(prow, nullptr, orow, v.p, p_.kv.vs.l, n, quant_blocks(p_.Dv), ahead, v_row_bytes_)) return;
+      // A non-finite scale or weight in the tile: the float path below carries the NaN.
+    } else if constexpr (QD::kIntegerValues) {  // rows in pairs (a pair's accumulators fill the registers)
       auto all = [](int, int) { return true; };
       for (int r = 0; r < R; r += 2) {
         const int m = std::min(2, R - r);
@@ -535,8 +549,15 @@ class DecodeAttention {
     auto allowed = [&](int j) { return keys.allows(j0 + j) && (!elementwise || valid[j] != 0.0f); };
     const float* prow[1] = {p};
     float* orow[1] = {o};
-    if constexpr (QD::kIntegerValues)
+    if constexpr (QD::kPvTile) {
+      uint64_t use = 0;
+      for (int j = 0; j < int(n); ++j) use |= uint64_t(allowed(j)) << j;
+      if (QuantDotOf<QD, QRows::T::kType>::template pv_tile<1>(prow, &use, orow, v.p, p_.kv.vs.l, int(n),
+                                                                quant_blocks(p_.Dv), 0, v_row_bytes_))
+        return;
+    } else if constexpr (QD::kIntegerValues) {
       if (pv_integer<1>(prow, orow, v, int(n), [&](int, int j) { return allowed(j); })) return;
+    }
     constexpr int G = pv_groups_for(1);
     for (int64_t c0 = 0; c0 < dv_pad_; c0 += G * 16) pv_quant_groups<1, G>(prow, orow, v, int(n), c0, 0, allowed);
   }

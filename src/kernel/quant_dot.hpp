@@ -18,7 +18,8 @@
 //
 // P·V dequantizes in registers: 16 stored values at a time become 16 / W float vectors, which the
 // kernel multiplies by p_j x scale; the scale is folded into the probability, not the values (or,
-// where an int_dot file says kIntegerValues, runs in integers through its PV).
+// where an int_dot file says kIntegerValues, runs in integers through its PV, or where it says
+// kPvTile, through its own pv_tile for a whole tile of keys).
 //
 // A new instruction set is one file in kernel/int_dot/ defining QuantDot<Arch> (the interface of
 // QuantDotScalar below; a 128-bit one supplies BlockDot128's Ops) and its name in its target row.
@@ -122,6 +123,7 @@ inline void quant_dot_check_here() {}
 struct QuantDotScalar {
   static constexpr bool kQ4PairOrder = false;
   static constexpr bool kIntegerValues = false;  // P·V dequantizes V (int_dot/simd128.hpp: in integers)
+  static constexpr bool kPvTile = false;  // no P·V of a whole tile of its own (int_dot/avx512vnni.hpp has one)
   using FArch = ScalarArch;
   using Row = QueryRow<int8_t>;
   static constexpr int32_t kQ8Offset = 0;
@@ -155,6 +157,7 @@ struct QuantDot;
 template <class Arch, class Ops>
 struct BlockDot128 : Ops {
   static constexpr bool kQ4PairOrder = false;
+  static constexpr bool kPvTile = false;
   static constexpr int32_t kQ8Offset = 0;
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
@@ -188,6 +191,12 @@ struct QuantDotOf;
 
 template <class QD>
 struct QuantDotOf<QD, KVType::q8> {
+  // P·V of a whole tile in integers (QD::kPvTile).
+  template <int R>
+  static bool pv_tile(const float* const* prow, const uint64_t* use, float* const* orow, const uint8_t* v, int64_t vs,
+                      int n, int64_t nb, int64_t ahead, int64_t row_bytes) {
+    return QD::template pv_tile<R, false>(prow, use, orow, v, vs, n, nb, ahead, row_bytes);
+  }
   static constexpr bool kPairOrder = false;  // QueryRow::prepare's q4_pairs
   template <int RB, class Row, class FV>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
@@ -210,6 +219,12 @@ struct QuantDotOf<QD, KVType::q8> {
 
 template <class QD>
 struct QuantDotOf<QD, KVType::q4> {
+  // P·V of a whole tile in integers (QD::kPvTile).
+  template <int R>
+  static bool pv_tile(const float* const* prow, const uint64_t* use, float* const* orow, const uint8_t* v, int64_t vs,
+                      int n, int64_t nb, int64_t ahead, int64_t row_bytes) {
+    return QD::template pv_tile<R, true>(prow, use, orow, v, vs, n, nb, ahead, row_bytes);
+  }
   static constexpr bool kPairOrder = QD::kQ4PairOrder;
   template <int RB, class Row, class FV>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {

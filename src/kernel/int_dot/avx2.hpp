@@ -15,6 +15,7 @@ struct QuantDot : DequantAvx2<Arch> {
   // P·V dequantizes V in registers: measured faster here than P·V in integers (vpmaddwd on int16
   // weight pairs, as SIMD128 does), which cost the decode step 1.6x (MHA q8, 1 thread).
   static constexpr bool kIntegerValues = false;
+  static constexpr bool kPvTile = false;
   using FArch = xsimd::fma3<xsimd::avx2>;
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;

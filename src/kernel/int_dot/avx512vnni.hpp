@@ -1,6 +1,7 @@
 // Integer dot products of the avx512vnni target: vpdpbusd on zmm, two blocks of 32 per instruction
 // (unsigned x signed bytes: keys biased by +128; the pair's two scale products broadcast to the
-// halves with one vpermps). P·V dequantizes V with the AVX2/AVX-512F conversions.
+// halves with one vpermps). P·V runs in integers a tile at a time (pv_tile, vpdpwssd on int16
+// weight pairs; the AVX2/AVX-512F conversions dequantize V where a tile holds a non-finite value).
 #pragma once
 
 #include "kernel/int_dot/avx2_dequant.hpp"
@@ -8,14 +9,19 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
 template <class Arch>
 struct QuantDot : DequantAvx2<Arch> {
-  // P·V dequantizes V in registers: measured faster here than P·V in integers (vpmaddwd on int16
-  // weight pairs, as SIMD128 does), which cost the decode step 1.6x (MHA q8, 1 thread).
+  // P·V: pv_tile below, not the generic integer path (kIntegerValues: per half block, with scalar
+  // weight preparation, which measured 1.6x slower than dequantizing V here).
   static constexpr bool kIntegerValues = false;
+  static constexpr bool kPvTile = true;
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
@@ -63,6 +69,225 @@ struct QuantDot : DequantAvx2<Arch> {
     for (int r = 0; r < RB; ++r) out[r * stride] = FV(acc[r]);
   }
 
+
+  // ---------------------------------------------------------------- P·V in integers
+  //
+  // o_r += Σ_j p_rj v̂_j over a tile's n <= 64 keys, for R rows, with V's q8 values or q4 nibbles as
+  // int16 and each row's weights per block, w_j = p_j d_j (d_j the key's block scale), rounded to
+  // int16 against their largest (unit = max / 32767): the bound of docs/semantics.md ("P·V in
+  // integers"), the same as SIMD128's. Two keys' values interleaved as int16 pairs meet a pair of
+  // weights in one vpdpwssd (16 columns x 2 keys, exact int32 sums: |Σ| <= 64 x 32767 x 127 < 2^31).
+  // Per two keys and block of 32 columns, shared by the rows: q8 two 32-byte loads, two byte
+  // unpacks and two sign extensions; q4 (two blocks at once) the same plus a mask and a shift per
+  // output vector, its -8 folded into the sums (Σ w (n - 8) = Σ w n - 8 Σ w). Per row: one weight
+  // broadcast and two vpdpwssd, where dequantizing costs 3 instructions and an fma per 16 columns.
+  // The in-lane unpacks leave columns in the order [0-7, 16-23] and [8-15, 24-31]; one vshufi32x4
+  // each restores it when a tile's sums are added to the output.
+  // use: per row, which of the n keys it adds (nullptr: all). Returns false having written nothing
+  // when a used key's scale or weight is not finite (NaN/inf in V or in the scores): the float path
+  // then carries it.
+  static constexpr int kPvMaxBlocks = 16;  // wider value rows take the float path
+  // GCC 12 flags the intrinsics' own `__m512i __Y = __Y;` (their undefined-vector idiom) when these
+  // functions inline them: a false positive.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+  template <int R, bool Q4>
+  static bool pv_tile(const float* const* prow, const uint64_t* use, float* const* orow, const uint8_t* v,
+                      int64_t vs, int n, int64_t nb, int64_t ahead, int64_t row_bytes) {
+    constexpr int64_t kValueBytes = Q4 ? 16 : 32;
+    const int64_t scales_at = nb * kValueBytes;
+    if (n <= 0) return true;
+    if (nb > kPvMaxBlocks) return false;
+    const int chunks = (n + 15) / 16;
+    const uint64_t keys = n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
+    uint64_t um[R], any = 0;
+    for (int r = 0; r < R; ++r) any |= um[r] = use ? use[r] & keys : keys;
+    constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;  // vfpclassps: QNaN, +inf, -inf, SNaN
+    // The block scales of the tile's keys with keys in lanes, d[blk][j]: per 16 keys and 4 blocks,
+    // 16 loads of a key's 4 scales, then 4 vpermt2ps and 4 vshuff32x4 (measured: vgatherdps, one
+    // per 16 keys and block, cost a quarter of P·V).
+    alignas(64) float d[kPvMaxBlocks][64];
+    const __m512i pick01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
+    for (int64_t g = 0; g < nb; g += 4) {
+      const __mmask8 blocks = __mmask8((1u << std::min<int64_t>(4, nb - g)) - 1);
+      auto scales = [&](int j) {  // keys past n repeat the last one (their weights are 0)
+        return _mm_maskz_loadu_ps(blocks, v + std::min(j, n - 1) * vs + scales_at + 4 * g);
+      };
+      for (int c = 0; c < chunks; ++c) {
+        __m512 t[4];  // t[i]: keys 16c + 4i .. 16c + 4i + 3, each key's 4 scales in a 128-bit lane
+        for (int i = 0; i < 4; ++i) {
+          const int k0 = 16 * c + 4 * i;
+          __m512 x = _mm512_zextps128_ps512(scales(k0));
+          x = _mm512_insertf32x4(x, scales(k0 + 1), 1);
+          x = _mm512_insertf32x4(x, scales(k0 + 2), 2);
+          t[i] = _mm512_insertf32x4(x, scales(k0 + 3), 3);
+        }
+        // [scale 0 of keys 0-7, scale 1 of keys 0-7] and [2, 3] of keys 0-7 (a) and 8-15 (b).
+        const __m512 a01 = _mm512_permutex2var_ps(t[0], pick01, t[1]), a23 = _mm512_permutex2var_ps(t[0], pick23, t[1]);
+        const __m512 b01 = _mm512_permutex2var_ps(t[2], pick01, t[3]), b23 = _mm512_permutex2var_ps(t[2], pick23, t[3]);
+        const __m512 x[4] = {_mm512_shuffle_f32x4(a01, b01, 0x44), _mm512_shuffle_f32x4(a01, b01, 0xEE),
+                             _mm512_shuffle_f32x4(a23, b23, 0x44), _mm512_shuffle_f32x4(a23, b23, 0xEE)};
+        const __mmask16 m = __mmask16(any >> (16 * c));
+        for (int s = 0; s < 4 && g + s < nb; ++s) {
+          if (_mm512_mask_fpclass_ps_mask(m, x[s], kNonFinite)) return false;
+          _mm512_store_ps(d[g + s] + 16 * c, x[s]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < chunks; ++c) {
+        const __mmask16 m = __mmask16(um[r] >> (16 * c));
+        if (_mm512_mask_fpclass_ps_mask(m, _mm512_maskz_loadu_ps(m, prow[r] + 16 * c), kNonFinite)) return false;
+      }
+    // V rows a tile ahead are requested while this tile's are used: the next tile starts by reading
+    // all its rows' scales, which a nearer distance leaves to wait on memory.
+    const int64_t pf = 64;
+    const PvTile t{um, prow, orow, v, vs, n, chunks, d, ahead, row_bytes, pf};
+    // Blocks per pass: two accumulators per block and row, 16 in all; the tile's rows stay in L1
+    // between passes.
+    constexpr int PB = R == 1 ? 8 : R == 2 ? 4 : 2;
+    for (int64_t b0 = 0; b0 < nb; b0 += PB) pv_pass_upto<R, Q4, PB>(int(std::min<int64_t>(PB, nb - b0)), t, b0);
+    return true;
+  }
+
+ private:
+  struct PvTile {
+    const uint64_t* um;
+    const float* const* prow;
+    float* const* orow;
+    const uint8_t* v;
+    int64_t vs;
+    int n, chunks;
+    const float (*d)[64];
+    int64_t ahead, row_bytes, pf;
+  };
+  // A pass of exactly pb blocks (compile-time, so the accumulators stay in registers).
+  template <int R, bool Q4, int P>
+  static void pv_pass_upto(int pb, const PvTile& t, int64_t b0) {
+    if constexpr (P > 1)
+      if (pb < P) return pv_pass_upto<R, Q4, P - 1>(pb, t, b0);
+    pv_pass<R, Q4, P>(t, b0);
+  }
+
+  template <int R, bool Q4, int P>
+  static void pv_pass(const PvTile& t, int64_t b0) {
+    alignas(64) int16_t w[R][P][64];
+    float unit[R][P];
+    int32_t wsum[R][P];
+    for (int bi = 0; bi < P; ++bi)
+      for (int r = 0; r < R; ++r) {
+        __m512 wf[4], amax = _mm512_setzero_ps();
+        for (int c = 0; c < 4; ++c)
+          if (c < t.chunks) {
+            const __m512 p = _mm512_maskz_loadu_ps(__mmask16(t.um[r] >> (16 * c)), t.prow[r] + 16 * c);
+            wf[c] = _mm512_mul_ps(p, _mm512_load_ps(t.d[b0 + bi] + 16 * c));
+            amax = _mm512_max_ps(amax, _mm512_abs_ps(wf[c]));
+          }
+        const float mx = _mm512_reduce_max_ps(amax);
+        unit[r][bi] = mx / 32767.0f;
+        const __m512 inv = _mm512_set1_ps(mx > 0.0f ? 32767.0f / mx : 0.0f);
+        __m512i sum = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c)
+          if (c < t.chunks) {  // lanes past n are 0: an odd last key's partner weighs nothing
+            const __m512i wi = _mm512_cvtps_epi32(_mm512_mul_ps(wf[c], inv));
+            sum = _mm512_add_epi32(sum, wi);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(w[r][bi] + 16 * c), _mm512_cvtepi32_epi16(wi));
+          }
+        wsum[r][bi] = Q4 ? _mm512_reduce_add_epi32(sum) : 0;
+      }
+    auto pair = [&](int r, int bi, int j) {
+      int32_t x;
+      std::memcpy(&x, w[r][bi] + j, 4);
+      return x;
+    };
+    constexpr int kAcc = 2 * (P + P % 2);  // q4 takes blocks in pairs: an odd last block has a partner's room
+    __m512i acc[R][kAcc];
+    for (int r = 0; r < R; ++r)
+      for (int x = 0; x < kAcc; ++x) acc[r][x] = _mm512_setzero_si512();
+    const uint8_t* v = t.v;
+    const int64_t vs = t.vs;
+    const int n = t.n;
+    for (int j = 0; j < n; j += 2) {
+      const uint8_t* a = v + j * vs;
+      const uint8_t* b = j + 1 < n ? a + vs : a;  // the odd last key's partner: weight 0
+      if (b0 == 0)
+        for (int64_t k = j + t.pf; k < j + t.pf + 2 && k < t.ahead; ++k)
+          for (int64_t x = 0; x < t.row_bytes; x += 64) _mm_prefetch(reinterpret_cast<const char*>(v + k * vs + x), _MM_HINT_T0);
+      if constexpr (Q4) {
+        for (int bi = 0; bi < P; bi += 2) {
+          constexpr bool kLast = P % 2 == 1;
+          const bool two = !kLast || bi + 1 < P;
+          const uint8_t* at = a + (b0 + bi) * 16;
+          const uint8_t* bt = b + (b0 + bi) * 16;
+          const __m256i la = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))
+                                 : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at)));
+          const __m256i lb = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bt))
+                                 : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bt)));
+          // Words (a_i, b_i) of bytes i = 0-7 (z0) and 8-15 (z1) of both blocks: low nibbles are
+          // columns i, high nibbles i + 16, block bi in lanes 0-7, bi + 1 in lanes 8-15.
+          const __m512i z0 = _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(la, lb));
+          const __m512i z1 = _mm512_cvtepu8_epi16(_mm256_unpackhi_epi8(la, lb));
+          const __m512i low = _mm512_set1_epi16(15);
+          const __m512i x0 = _mm512_and_si512(z0, low), x1 = _mm512_and_si512(z1, low);
+          const __m512i x2 = _mm512_srli_epi16(z0, 4), x3 = _mm512_srli_epi16(z1, 4);
+          for (int r = 0; r < R; ++r) {
+            const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
+                                                            pair(r, bi + 1 < P ? bi + 1 : bi, j))
+                                   : _mm512_set1_epi32(pair(r, bi, j));
+            acc[r][2 * bi] = _mm512_dpwssd_epi32(acc[r][2 * bi], x0, wv);
+            acc[r][2 * bi + 1] = _mm512_dpwssd_epi32(acc[r][2 * bi + 1], x1, wv);
+            acc[r][2 * bi + 2] = _mm512_dpwssd_epi32(acc[r][2 * bi + 2], x2, wv);
+            acc[r][2 * bi + 3] = _mm512_dpwssd_epi32(acc[r][2 * bi + 3], x3, wv);
+          }
+        }
+      } else {
+        for (int bi = 0; bi < P; ++bi) {
+          const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + (b0 + bi) * 32));
+          const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (b0 + bi) * 32));
+          // (a_i, b_i) pairs of columns [0-7, 16-23] (x0) and [8-15, 24-31] (x1).
+          const __m512i x0 = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(la, lb));
+          const __m512i x1 = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(la, lb));
+          for (int r = 0; r < R; ++r) {
+            const __m512i wv = _mm512_set1_epi32(pair(r, bi, j));
+            acc[r][2 * bi] = _mm512_dpwssd_epi32(acc[r][2 * bi], x0, wv);
+            acc[r][2 * bi + 1] = _mm512_dpwssd_epi32(acc[r][2 * bi + 1], x1, wv);
+          }
+        }
+      }
+    }
+    // Columns back in order, the q4 offset, then o += unit x sums.
+    auto add = [&](int r, int bi, __m512i lo, __m512i hi) {
+      const __m512 u = _mm512_set1_ps(unit[r][bi]);
+      float* out = t.orow[r] + (b0 + bi) * 32;
+      if constexpr (Q4) {
+        const __m512i off = _mm512_set1_epi32(8 * wsum[r][bi]);
+        lo = _mm512_sub_epi32(lo, off);
+        hi = _mm512_sub_epi32(hi, off);
+      }
+      _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), u, _mm512_loadu_ps(out)));
+      _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), u, _mm512_loadu_ps(out + 16)));
+    };
+    for (int r = 0; r < R; ++r) {
+      if constexpr (Q4) {
+        for (int bi = 0; bi < P; bi += 2) {
+          const __m512i* x = acc[r] + 2 * bi;  // [cols 0-7 | 0-7], [8-15 | 8-15], [16-23 | ..], [24-31 | ..]
+          add(r, bi, _mm512_shuffle_i32x4(x[0], x[1], 0x44), _mm512_shuffle_i32x4(x[2], x[3], 0x44));
+          if (bi + 1 < P) add(r, bi + 1, _mm512_shuffle_i32x4(x[0], x[1], 0xEE), _mm512_shuffle_i32x4(x[2], x[3], 0xEE));
+        }
+      } else {
+        for (int bi = 0; bi < P; ++bi) {
+          const __m512i* x = acc[r] + 2 * bi;  // [cols 0-7, 16-23], [8-15, 24-31]
+          add(r, bi, _mm512_shuffle_i32x4(x[0], x[1], 0x44), _mm512_shuffle_i32x4(x[0], x[1], 0xEE));
+        }
+      }
+    }
+  }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 };
 
 }  // namespace MASKATTN_KERNEL_NS
