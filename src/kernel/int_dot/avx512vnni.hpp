@@ -244,16 +244,29 @@ struct QuantDot : DequantAvx2<Arch> {
           }
         }
       } else {
-        for (int bi = 0; bi < P; ++bi) {
-          const __m256i la = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + (b0 + bi) * 32));
-          const __m256i lb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + (b0 + bi) * 32));
-          // (a_i, b_i) pairs of columns [0-7, 16-23] (x0) and [8-15, 24-31] (x1).
-          const __m512i x0 = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(la, lb));
-          const __m512i x1 = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(la, lb));
+        for (int bi = 0; bi < P; bi += 2) {
+          const bool two = P % 2 == 0 || bi + 1 < P;
+          const uint8_t* at = a + (b0 + bi) * 32;
+          const uint8_t* bt = b + (b0 + bi) * 32;
+          const __m512i la = two ? _mm512_loadu_si512(at) : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+          const __m512i lb = two ? _mm512_loadu_si512(bt) : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bt)));
+          // Byte pairs (a_i, b_i), each doubled ([a a b b]) and shifted right arithmetically by 8 in
+          // words: sign-extended int16 pairs with in-lane instructions only. Per 128-bit lane (16
+          // columns c of one block half): x0 c 0-3, x1 4-7, x2 8-11, x3 12-15; lanes 0-1 block bi,
+          // lanes 2-3 block bi + 1.
+          const __m512i ulo = _mm512_unpacklo_epi8(la, lb), uhi = _mm512_unpackhi_epi8(la, lb);
+          const __m512i x0 = _mm512_srai_epi16(_mm512_unpacklo_epi8(ulo, ulo), 8);
+          const __m512i x1 = _mm512_srai_epi16(_mm512_unpackhi_epi8(ulo, ulo), 8);
+          const __m512i x2 = _mm512_srai_epi16(_mm512_unpacklo_epi8(uhi, uhi), 8);
+          const __m512i x3 = _mm512_srai_epi16(_mm512_unpackhi_epi8(uhi, uhi), 8);
           for (int r = 0; r < R; ++r) {
-            const __m512i wv = _mm512_set1_epi32(pair(r, bi, j));
+            const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
+                                                            pair(r, bi + 1 < P ? bi + 1 : bi, j))
+                                   : _mm512_set1_epi32(pair(r, bi, j));
             acc[r][2 * bi] = _mm512_dpwssd_epi32(acc[r][2 * bi], x0, wv);
             acc[r][2 * bi + 1] = _mm512_dpwssd_epi32(acc[r][2 * bi + 1], x1, wv);
+            acc[r][2 * bi + 2] = _mm512_dpwssd_epi32(acc[r][2 * bi + 2], x2, wv);
+            acc[r][2 * bi + 3] = _mm512_dpwssd_epi32(acc[r][2 * bi + 3], x3, wv);
           }
         }
       }
@@ -278,9 +291,12 @@ struct QuantDot : DequantAvx2<Arch> {
           if (bi + 1 < P) add(r, bi + 1, _mm512_shuffle_i32x4(x[0], x[1], 0xEE), _mm512_shuffle_i32x4(x[2], x[3], 0xEE));
         }
       } else {
-        for (int bi = 0; bi < P; ++bi) {
-          const __m512i* x = acc[r] + 2 * bi;  // [cols 0-7, 16-23], [8-15, 24-31]
-          add(r, bi, _mm512_shuffle_i32x4(x[0], x[1], 0x44), _mm512_shuffle_i32x4(x[0], x[1], 0xEE));
+        for (int bi = 0; bi < P; bi += 2) {
+          const __m512i* x = acc[r] + 2 * bi;  // lanes [c, c + 16, block bi + 1: c, c + 16], c = 0, 4, 8, 12
+          const __m512i even01 = _mm512_shuffle_i32x4(x[0], x[1], 0x88), even23 = _mm512_shuffle_i32x4(x[2], x[3], 0x88);
+          const __m512i odd01 = _mm512_shuffle_i32x4(x[0], x[1], 0xDD), odd23 = _mm512_shuffle_i32x4(x[2], x[3], 0xDD);
+          add(r, bi, _mm512_shuffle_i32x4(even01, even23, 0x88), _mm512_shuffle_i32x4(odd01, odd23, 0x88));
+          if (bi + 1 < P) add(r, bi + 1, _mm512_shuffle_i32x4(even01, even23, 0xDD), _mm512_shuffle_i32x4(odd01, odd23, 0xDD));
         }
       }
     }
