@@ -567,45 +567,52 @@ class DecodeAttention {
   // pair of keys meets a pair of weights in QuantDot::PV::madd (4 columns x 2 keys, exact int32 sums:
   // |sum| <= 64 x 32767 x 127 < 2^31). Rounding a weight moves it by at most unit / 2, so a tile
   // adds at most KT/2 x unit x 127 x |d| <= (KT / 65534) x max|V̂| to a row (docs/semantics.md).
+  // The weights of every block are made first, keys in lanes (PV::weights), from the tile's scales
+  // read once for all rows.
   // use(r, j): whether row r adds key j (masked keys get weight 0). Returns false, having written
-  // nothing, when a used key's scale is not finite (NaN/inf in V): the float path then shows it.
+  // nothing, when a used key's scale or weight is not finite (NaN/inf in V or in the scores), or
+  // the rows are wider than kIntegerMaxBlocks blocks: the float path then runs.
+  static constexpr int kIntegerMaxBlocks = 16;
   template <int R, class QRows, class Use>
   bool pv_integer(const float* const* prow, float* const* orow, QRows v, int n, Use&& use) const {
     if constexpr (QD::kIntegerValues) {
       using Dot = QuantDotOf<QD, QRows::T::kType>;
       constexpr int64_t kValueBytes = QRows::T::kValueBytes;
       const int64_t vs = p_.kv.vs.l, nb = quant_blocks(p_.Dv), scales_at = nb * kValueBytes;
-      auto scale = [&](int j, int64_t blk) {
-        float d;
-        std::memcpy(&d, v.p + j * vs + scales_at + 4 * blk, 4);
-        return d;
-      };
+      if (nb > kIntegerMaxBlocks) return false;
+      using PV = typename QD::PV;
+      constexpr int kPad = PV::kWeightStep;  // weights are made kPad keys at a time
+      const int np = (n + kPad - 1) / kPad * kPad;
+      // The tile's scales with keys in lanes; a key no row adds gets 0 (its scale may be NaN).
+      alignas(16) float d[kIntegerMaxBlocks][KT + kPad];
       for (int j = 0; j < n; ++j) {
         bool used = false;
         for (int r = 0; r < R; ++r) used |= use(r, j);
-        if (!used) continue;
-        for (int64_t blk = 0; blk < nb; ++blk)
-          if (!(std::fabs(scale(j, blk)) <= std::numeric_limits<float>::max())) return false;
+        const uint8_t* sc = v.p + j * vs + scales_at;
+        for (int64_t blk = 0; blk < nb; ++blk) {
+          float x;
+          std::memcpy(&x, sc + 4 * blk, 4);
+          if (used && !(std::fabs(x) <= std::numeric_limits<float>::max())) return false;
+          d[blk][j] = used ? x : 0.0f;
+        }
       }
-      using PV = typename QD::PV;
+      for (int64_t blk = 0; blk < nb; ++blk)
+        for (int j = n; j < np; ++j) d[blk][j] = 0.0f;
+      alignas(16) int16_t w[R][kIntegerMaxBlocks][KT + kPad];
+      float unit[R][kIntegerMaxBlocks];
+      alignas(16) float pr[KT + kPad];
+      for (int r = 0; r < R; ++r) {
+        for (int j = 0; j < n; ++j) pr[j] = use(r, j) ? prow[r][j] : 0.0f;
+        for (int j = n; j < np; ++j) pr[j] = 0.0f;  // and the partner of an odd last key weighs 0
+        for (int64_t blk = 0; blk < nb; ++blk) {
+          unit[r][blk] = PV::weights(pr, d[blk], np, w[r][blk]);
+          if (!(unit[r][blk] <= std::numeric_limits<float>::max())) return false;  // a NaN or infinite weight
+        }
+      }
       using IV = typename PV::IV;
       using PS = Simd<typename PV::FArch>;
       constexpr int kVectors = 16 / PV::kLanes;  // per half block
-      int16_t w[R][KT + 1];
-      float wf[KT];
       for (int64_t blk = 0; blk < nb; ++blk) {
-        float unit[R];
-        for (int r = 0; r < R; ++r) {
-          float wmax = 0.0f;
-          for (int j = 0; j < n; ++j) {
-            wf[j] = use(r, j) ? prow[r][j] * scale(j, blk) : 0.0f;
-            wmax = std::max(wmax, std::fabs(wf[j]));
-          }
-          unit[r] = wmax / 32767.0f;
-          const float inv = wmax > 0.0f ? 32767.0f / wmax : 0.0f;
-          for (int j = 0; j < n; ++j) w[r][j] = int16_t(round_to_int(wf[j] * inv));
-          w[r][n] = 0;  // the partner of an odd last key
-        }
         for (int half = 0; half < 2; ++half) {
           IV acc[R][kVectors];
           for (int r = 0; r < R; ++r)
@@ -616,13 +623,13 @@ class DecodeAttention {
             IV pairs[kVectors];
             Dot::template pv_pairs<PV>(a, b, half, pairs);
             for (int r = 0; r < R; ++r) {
-              const IV wp = PV::weight_pair(w[r][j], w[r][j + 1]);
+              const IV wp = PV::weight_pair(w[r][blk][j], w[r][blk][j + 1]);
               for (int c = 0; c < kVectors; ++c) acc[r][c] = PV::madd(pairs[c], wp, acc[r][c]);
             }
           }
           const int64_t c0 = blk * 32 + half * 16;
           for (int r = 0; r < R; ++r) {
-            const auto u = PS::splat(unit[r]);
+            const auto u = PS::splat(unit[r][blk]);
             for (int c = 0; c < kVectors; ++c) {
               float* out = orow[r] + c0 + PV::kLanes * c;
               PS::store(out, PS::fma(PV::to_float(acc[r][c]), u, PS::load(out)));

@@ -103,6 +103,26 @@ struct Simd128Ops {
     };
     pairs(nib(a), nib(b), out);
   }
+  // A row's weights for one block: w_j = round(p_j d_j / unit), unit = max_j |p_j d_j| / 32767, for
+  // the n keys (a multiple of kWeightStep, zeros past the tile); returns unit (not finite when a
+  // weight is not: the caller takes the float path then).
+  static constexpr int kWeightStep = 8;
+  static float weights(const float* p, const float* d, int n, int16_t* w) {
+    v128_t mx = wasm_f32x4_splat(0.0f);
+    for (int j = 0; j < n; j += 4)
+      mx = wasm_f32x4_max(mx, wasm_f32x4_abs(wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(d + j))));
+    mx = wasm_f32x4_max(mx, wasm_i32x4_shuffle(mx, mx, 2, 3, 0, 1));
+    mx = wasm_f32x4_max(mx, wasm_i32x4_shuffle(mx, mx, 1, 0, 3, 2));
+    const float m = wasm_f32x4_extract_lane(mx, 0);
+    if (!(m <= 3.4028234663852886e38f)) return m;  // NaN propagates through f32x4.max
+    const v128_t inv = wasm_f32x4_splat(m > 0.0f ? 32767.0f / m : 0.0f);
+    auto word = [&](int j) {
+      return wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_nearest(
+          wasm_f32x4_mul(wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(d + j)), inv)));
+    };
+    for (int j = 0; j < n; j += 8) wasm_v128_store(w + j, wasm_i16x8_narrow_i32x4(word(j), word(j + 4)));
+    return m / 32767.0f;
+  }
   static v128_t weight_pair(int16_t wa, int16_t wb) {
     return wasm_i32x4_splat(int32_t(uint32_t(uint16_t(wa)) | (uint32_t(uint16_t(wb)) << 16)));
   }
