@@ -213,9 +213,14 @@ struct QuantDot : DequantAvx2<Arch> {
     for (int j = 0; j < n; j += 2) {
       const uint8_t* a = v + j * vs;
       const uint8_t* b = j + 1 < n ? a + vs : a;  // the odd last key's partner: weight 0
-      if (b0 == 0)
-        for (int64_t k = j + t.pf; k < j + t.pf + 2 && k < t.ahead; ++k)
-          for (int64_t x = 0; x < t.row_bytes; x += 64) _mm_prefetch(reinterpret_cast<const char*>(v + k * vs + x), _MM_HINT_T0);
+      if (b0 == 0 && j + t.pf < t.ahead) {  // the two rows a tile ahead: at most 5 lines for rows up to 160 bytes
+        const char* ahead_row = reinterpret_cast<const char*>(v + (j + t.pf) * vs);
+        if (t.row_bytes <= 160) {
+          for (int x = 0; x < 5; ++x) _mm_prefetch(ahead_row + 64 * x, _MM_HINT_T0);
+        } else {
+          for (int64_t x = 0; x < 2 * vs; x += 64) _mm_prefetch(ahead_row + x, _MM_HINT_T0);
+        }
+      }
       if constexpr (Q4) {
         for (int bi = 0; bi < P; bi += 2) {
           constexpr bool kLast = P % 2 == 1;
