@@ -405,16 +405,14 @@ class DecodeAttention {
                                                   int64_t ahead, float* s) const {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
-    const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes, pf = prefetch_keys(k_row_bytes_);
+    const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
+    (void)ahead;
     alignas(64) float dots[L];
     quant_dot_check_here();
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const QRow* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
-      for (int j = 0; j < kt; j += KB) {
-        if (r0 == 0)
-          for (int c = 0; c < KB; ++c)
-            if (j + c + pf < ahead) prefetch_bytes(k + (j + c + pf) * ks, k_row_bytes_);
+      for (int j = 0; j < kt; j += KB) {  // (no per-key prefetch: key_tile requested this tile's rows a tile ago)
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
         for (int c = 0; c < KB; ++c) {
