@@ -326,7 +326,15 @@ class DecodeAttention {
   // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
   static void prefetch_bytes(const void* p, int64_t bytes) {
 #if defined(__GNUC__)
-    for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(static_cast<const char*>(p) + x);
+    const char* c = static_cast<const char*>(p);
+    int64_t x = 0;
+    for (; x + 256 <= bytes; x += 256) {  // four lines per step: the loop's own instructions were 5% of a q8 decode step
+      __builtin_prefetch(c + x);
+      __builtin_prefetch(c + x + 64);
+      __builtin_prefetch(c + x + 128);
+      __builtin_prefetch(c + x + 192);
+    }
+    for (; x < bytes; x += 64) __builtin_prefetch(c + x);
 #else
     (void)p; (void)bytes;
 #endif
@@ -415,6 +423,10 @@ class DecodeAttention {
       for (int j = 0; j < kt; j += KB) {  // (no per-key prefetch: key_tile requested this tile's rows a tile ago)
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
+        // Unrolled: the KB accumulators stay in registers (measured: as a loop they round-trip the stack).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 16
+#endif
         for (int c = 0; c < KB; ++c) {
           const uint8_t* kr = k + std::min(j + c, n - 1) * ks;
           QuantDotOf<QD, KTraits::kType>::template dot<RB>(q, kr, reinterpret_cast<const float*>(kr + scales_at), nb, acc + c, KB);
