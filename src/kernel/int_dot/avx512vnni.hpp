@@ -154,6 +154,18 @@ struct QuantDot : DequantAvx2<Arch> {
   }
 
  private:
+  // acc += a · b in int16 pairs. GCC 12 copies vpdpwssd's accumulators between registers around
+  // each use in these loops (two vmovdqa per vpdpwssd, measured in the GQA pass); the accumulator
+  // tied in place by an asm operand keeps it where it is.
+  static __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+#if defined(__GNUC__) && !defined(__clang__)
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+#else
+    return _mm512_dpwssd_epi32(acc, a, b);
+#endif
+  }
+
   struct PvTile {
     const uint64_t* um;
     const float* const* prow;
@@ -242,10 +254,10 @@ struct QuantDot : DequantAvx2<Arch> {
             const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
                                                             pair(r, bi + 1 < P ? bi + 1 : bi, j))
                                    : _mm512_set1_epi32(pair(r, bi, j));
-            acc[r][2 * bi] = _mm512_dpwssd_epi32(acc[r][2 * bi], x0, wv);
-            acc[r][2 * bi + 1] = _mm512_dpwssd_epi32(acc[r][2 * bi + 1], x1, wv);
-            acc[r][2 * bi + 2] = _mm512_dpwssd_epi32(acc[r][2 * bi + 2], x2, wv);
-            acc[r][2 * bi + 3] = _mm512_dpwssd_epi32(acc[r][2 * bi + 3], x3, wv);
+            acc[r][2 * bi] = dpwssd(acc[r][2 * bi], x0, wv);
+            acc[r][2 * bi + 1] = dpwssd(acc[r][2 * bi + 1], x1, wv);
+            acc[r][2 * bi + 2] = dpwssd(acc[r][2 * bi + 2], x2, wv);
+            acc[r][2 * bi + 3] = dpwssd(acc[r][2 * bi + 3], x3, wv);
           }
         }
       } else {
@@ -268,10 +280,10 @@ struct QuantDot : DequantAvx2<Arch> {
             const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
                                                             pair(r, bi + 1 < P ? bi + 1 : bi, j))
                                    : _mm512_set1_epi32(pair(r, bi, j));
-            acc[r][2 * bi] = _mm512_dpwssd_epi32(acc[r][2 * bi], x0, wv);
-            acc[r][2 * bi + 1] = _mm512_dpwssd_epi32(acc[r][2 * bi + 1], x1, wv);
-            acc[r][2 * bi + 2] = _mm512_dpwssd_epi32(acc[r][2 * bi + 2], x2, wv);
-            acc[r][2 * bi + 3] = _mm512_dpwssd_epi32(acc[r][2 * bi + 3], x3, wv);
+            acc[r][2 * bi] = dpwssd(acc[r][2 * bi], x0, wv);
+            acc[r][2 * bi + 1] = dpwssd(acc[r][2 * bi + 1], x1, wv);
+            acc[r][2 * bi + 2] = dpwssd(acc[r][2 * bi + 2], x2, wv);
+            acc[r][2 * bi + 3] = dpwssd(acc[r][2 * bi + 3], x3, wv);
           }
         }
       }
