@@ -221,10 +221,6 @@ class DecodeAttention {
     // A tile never crosses a ring's wrap or a page's end (run() cuts tiles there): rows are contiguous.
     const void* k = p_.kv.key_row(b, hkv, j0);
     const int64_t ahead = k_end - j0;  // keys from j0 to the end of the chunk (prefetch limit)
-    // The next tile's K rows (same run) are requested now, a whole tile ahead: measured 11% off the
-    // GQA q8 decode step with K/V from DRAM (the per-key distance alone leaves the quantized kernel,
-    // busier per byte than float32, waiting on memory); float rows measured neutral.
-    if (ahead > KT) prefetch_bytes(static_cast<const uint8_t*>(k) + KT * p_.kv.ks.l, std::min<int64_t>(KT, ahead - KT) * p_.kv.ks.l);
     // Quantized keys meet the rows' quantized queries, float keys the float ones; the dtype itself
     // is resolved where the register blocks are called (one copy of the row setup per kind).
     if (is_quantized(p_.kv.k_type)) {
@@ -326,15 +322,7 @@ class DecodeAttention {
   // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
   static void prefetch_bytes(const void* p, int64_t bytes) {
 #if defined(__GNUC__)
-    const char* c = static_cast<const char*>(p);
-    int64_t x = 0;
-    for (; x + 256 <= bytes; x += 256) {  // four lines per step: the loop's own instructions were 5% of a q8 decode step
-      __builtin_prefetch(c + x);
-      __builtin_prefetch(c + x + 64);
-      __builtin_prefetch(c + x + 128);
-      __builtin_prefetch(c + x + 192);
-    }
-    for (; x < bytes; x += 64) __builtin_prefetch(c + x);
+    for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(static_cast<const char*>(p) + x);
 #else
     (void)p; (void)bytes;
 #endif
@@ -414,13 +402,27 @@ class DecodeAttention {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
     const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
-    (void)ahead;
     alignas(64) float dots[L];
     quant_dot_check_here();
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const QRow* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
-      for (int j = 0; j < kt; j += KB) {  // (no per-key prefetch: key_tile requested this tile's rows a tile ago)
+      for (int j = 0; j < kt; j += KB) {
+        // Each key's row a tile ahead, a few lines per key (measured: the float kernels' 16-key
+        // distance left the quantized kernel, busier per byte, waiting on memory; a whole tile
+        // requested at once at the tile's start stalled the float kernels' own loads).
+        if (r0 == 0)
+          for (int c = 0; c < KB; ++c)
+            if (j + c + KT < ahead) {
+              const char* row = reinterpret_cast<const char*>(k + (j + c + KT) * ks);
+              if (k_row_bytes_ <= 192) {
+                __builtin_prefetch(row);
+                __builtin_prefetch(row + 64);
+                if (k_row_bytes_ > 128) __builtin_prefetch(row + 128);
+              } else {
+                prefetch_bytes(row, k_row_bytes_);
+              }
+            }
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
         // Unrolled: the KB accumulators stay in registers (measured: as a loop they round-trip the stack).

@@ -225,12 +225,19 @@ struct QuantDot : DequantAvx2<Arch> {
     for (int j = 0; j < n; j += 2) {
       const uint8_t* a = v + j * vs;
       const uint8_t* b = j + 1 < n ? a + vs : a;  // the odd last key's partner: weight 0
-      if (b0 == 0 && j + t.pf < t.ahead) {  // the two rows a tile ahead: at most 5 lines for rows up to 160 bytes
-        const char* ahead_row = reinterpret_cast<const char*>(v + (j + t.pf) * vs);
-        if (t.row_bytes <= 160) {
-          for (int x = 0; x < 5; ++x) _mm_prefetch(ahead_row + 64 * x, _MM_HINT_T0);
-        } else {
-          for (int64_t x = 0; x < 2 * vs; x += 64) _mm_prefetch(ahead_row + x, _MM_HINT_T0);
+      // The two rows a tile ahead, each row's own lines (rows up to 192 bytes unrolled; measured
+      // against a loop over the bytes and against five lines from the first row: equal or faster on
+      // MHA and GQA, q8 and q4, with K/V from DRAM).
+      if (b0 == 0 && j + t.pf + 1 < t.ahead) {
+        for (int k = 0; k < 2; ++k) {
+          const char* row = reinterpret_cast<const char*>(v + (j + t.pf + k) * vs);
+          if (t.row_bytes <= 192) {
+            _mm_prefetch(row, _MM_HINT_T0);
+            _mm_prefetch(row + 64, _MM_HINT_T0);
+            if (t.row_bytes > 128) _mm_prefetch(row + 128, _MM_HINT_T0);
+          } else {
+            for (int64_t x = 0; x < t.row_bytes; x += 64) _mm_prefetch(row + x, _MM_HINT_T0);
+          }
         }
       }
       if constexpr (Q4) {
