@@ -13,10 +13,10 @@
 // masked V (padding, NaN) never meets a weight.
 //
 // K and V may each be float32, float16 (converted in registers), or q8 / q4 blocks (a quantized KV
-// cache): Q·Kᵀ then runs in integers on a per-block quantized query, and P·V dequantizes V in
-// registers (kernel/quant_dot.hpp). The dtype is a run-time choice: one switch each for K and V
-// (with_kv_type) gives the tile's Q·Kᵀ and P·V the dtype's row traits (kernel/quant.hpp), so one class
-// serves every dtype pair.
+// cache): Q·Kᵀ then runs in integers on a per-block quantized query, and P·V runs in integers on
+// int16 weights (SIMD128, AVX-512 VNNI) or dequantizes V in registers (kernel/quant_dot.hpp).
+// The dtype is a run-time choice: one switch each for K and V (with_kv_type) gives the tile's
+// Q·Kᵀ and P·V the dtype's row traits (kernel/quant.hpp), so one class serves every dtype pair.
 //
 // One call of run() computes rows [r0, r1) of group (b, hkv) over keys [k0, k1) (a split-K chunk)
 // and leaves each row's softmax state and unnormalised output; kernel/run.hpp merges the chunks.

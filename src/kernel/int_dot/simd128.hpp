@@ -2,8 +2,8 @@
 // the same file): i32x4.dot_i16x8_s on queries prepared as int16. The relaxed-SIMD build also has
 // the relaxed 8-bit dot products (int_dot/simd128_relaxed.hpp), used where checks at module start and
 // in the kernel's own code find them exact (Node 20's Liftoff gets
-// i32x4.relaxed_dot_i8x16_i7x16_add_s wrong), this path elsewhere. P·V dequantizes V in registers,
-// or runs in integers (PV below).
+// i32x4.relaxed_dot_i8x16_i7x16_add_s wrong), this path elsewhere. P·V runs in integers (PV below;
+// a tile holding a non-finite V scale or weight dequantizes V in registers instead).
 #pragma once
 
 #include "kernel/quant_dot.hpp"
