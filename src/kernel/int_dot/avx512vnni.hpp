@@ -133,7 +133,8 @@ struct QuantDot : DequantAvx2<Arch> {
         const __mmask16 m = __mmask16(any >> (16 * c));
         for (int s = 0; s < 4 && g + s < nb; ++s) {
           if (_mm512_mask_fpclass_ps_mask(m, x[s], kNonFinite)) return false;
-          _mm512_store_ps(d[g + s] + 16 * c, x[s]);
+          // A key no row adds gets scale 0 (its own may be NaN: 0 x NaN would reach the weights).
+          _mm512_store_ps(d[g + s] + 16 * c, _mm512_maskz_mov_ps(m, x[s]));
         }
       }
     }
