@@ -246,6 +246,7 @@ struct KVCache::Impl {
         }
       }
     }
+    if (rope) this->rope->adopt_position(*rope);  // the newest key's angles, for the next attend's query
   }
 
   // Where each position's rows live, their dtypes, what each sequence holds and the keys' RoPE, as

@@ -639,7 +639,7 @@ class DecodeAttention {
             IV pairs[kVectors];
             Dot::template pv_pairs<PV>(a, b, half, pairs);
             for (int r = 0; r < R; ++r) {
-              const IV wp = PV::weight_pair(w[r][blk][j], w[r][blk][j + 1]);
+              const IV wp = PV::weight_pair(w[r][blk] + j);
               for (int c = 0; c < kVectors; ++c) acc[r][c] = PV::madd(pairs[c], wp, acc[r][c]);
             }
           }

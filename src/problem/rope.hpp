@@ -124,6 +124,14 @@ class RopeRotation {
       for (int64_t d = dims; d < D; ++d) out[d] = in[d];
   }
   int64_t offset() const { return rope_.offset; }
+  // Takes o's angles if o is at a position (same Rope): a cache keeps the last appended key's, so a
+  // decode step's query, which sits at that position, costs no cos/sin. No allocation.
+  void adopt_position(const RopeRotation& o) {
+    if (o.pos_ == INT64_MIN || o.half_ != half_) return;
+    pos_ = o.pos_;
+    std::copy(o.cos_.begin(), o.cos_.end(), cos_.begin());
+    std::copy(o.sin_.begin(), o.sin_.end(), sin_.begin());
+  }
 
  private:
   Rope rope_;
@@ -142,7 +150,7 @@ template <class First>
 void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t H,
                int64_t L, int64_t D, First first, float* dst, const RopeRotation* proto = nullptr) {
   RopeRotation rot = proto ? *proto : RopeRotation(r);
-  rot.prepare_runs(L);
+  if (L > 1) rot.prepare_runs(L);  // one position per sequence (a decode step) needs no step table
   for (int64_t b = 0; b < B; ++b)
     for (int64_t l = 0; l < L; ++l) {
       if (l % RopeRotation::kRun == 0) rot.start_run(first(b) + l + r.offset);

@@ -123,9 +123,8 @@ struct Simd128Ops {
     for (int j = 0; j < n; j += 8) wasm_v128_store(w + j, wasm_i16x8_narrow_i32x4(word(j), word(j + 4)));
     return m / 32767.0f;
   }
-  static v128_t weight_pair(int16_t wa, int16_t wb) {
-    return wasm_i32x4_splat(int32_t(uint32_t(uint16_t(wa)) | (uint32_t(uint16_t(wb)) << 16)));
-  }
+  // The weights of keys j and j + 1 (w at j: two adjacent int16) in every 32-bit lane, one load.
+  static v128_t weight_pair(const int16_t* w) { return wasm_v128_load32_splat(w); }
   static v128_t zero() { return wasm_i32x4_splat(0); }
   static v128_t madd(v128_t pairs, v128_t w, v128_t acc) { return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(pairs, w)); }
   static FV to_float(IV x) { return FV(__m128(wasm_f32x4_convert_i32x4(x))); }
