@@ -241,8 +241,8 @@ class PrefillAttention {
         step = stride;
       } else {
         for (int j = 0; j < NK; ++j) {
-          if (j < nk) std::memcpy(edge + j * width, row_of(jg + j), sizeof(float) * size_t(width));
-          else std::fill(edge + j * width, edge + (j + 1) * width, 0.0f);
+          if (j >= nk) std::fill(edge + j * width, edge + (j + 1) * width, 0.0f);
+          else if (width > 0) std::memcpy(edge + j * width, row_of(jg + j), sizeof(float) * size_t(width));  // D = 0: no rows, no buffer
         }
         base = edge;
         step = width;
