@@ -380,6 +380,12 @@ std::vector<ConformanceRow> edge_case_rows() {
        }},
       {"d0_dv0", "D = 0 and Dv = 0: empty output rows, lse still log(n)",
        [](Problem& p, Rng&) { p.dims(1, 2, 2, 4, 6, 0, 0); }},
+      {"d0_dv0_keylen", "D = 0 and Dv = 0 with causal and key lengths over 41 keys (a partial last key group)",
+       [](Problem& p, Rng&) {
+         p.dims(1, 3, 1, 4, 41, 0, 0);
+         p.causal = true;
+         p.key_lengths = lengths({23});
+       }},
       {"dv_lt_d", "Dv != D (Dv < D, odd sizes)",
        [](Problem& p, Rng&) { p.dims(2, 2, 2, 13, 21, 40, 7); }},
       {"dv_gt_d", "Dv != D (Dv > D, crossing several vectors)",
