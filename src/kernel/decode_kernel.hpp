@@ -319,15 +319,6 @@ class DecodeAttention {
     }
   }
 
-  // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
-  static void prefetch_bytes(const void* p, int64_t bytes) {
-#if defined(__GNUC__)
-    for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(static_cast<const char*>(p) + x);
-#else
-    (void)p; (void)bytes;
-#endif
-  }
-
   template <int RB, class T>
   MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const T* k, int n, int kt,
                                   int64_t ahead, float* s) const {
@@ -413,16 +404,7 @@ class DecodeAttention {
         // requested at once at the tile's start stalled the float kernels' own loads).
         if (r0 == 0)
           for (int c = 0; c < KB; ++c)
-            if (j + c + KT < ahead) {
-              const char* row = reinterpret_cast<const char*>(k + (j + c + KT) * ks);
-              if (k_row_bytes_ <= 192) {
-                __builtin_prefetch(row);
-                __builtin_prefetch(row + 64);
-                if (k_row_bytes_ > 128) __builtin_prefetch(row + 128);
-              } else {
-                prefetch_bytes(row, k_row_bytes_);
-              }
-            }
+            if (j + c + KT < ahead) prefetch_row(k + (j + c + KT) * ks, k_row_bytes_);
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
         // Unrolled: the KB accumulators stay in registers (measured: as a loop they round-trip the stack).

@@ -135,6 +135,29 @@ inline void transpose_block(const float* const rows[N], float* dst, int64_t dst_
 inline float element(float x) { return x; }
 inline float element(uint16_t h) { return half_bits_to_float(h); }
 
+// Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
+inline void prefetch_bytes(const void* p, int64_t bytes) {
+#if defined(__GNUC__)
+  for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(static_cast<const char*>(p) + x);
+#else
+  (void)p; (void)bytes;
+#endif
+}
+
+// One K or V row's lines, unrolled for rows up to 192 bytes (quantized rows, requested per key:
+// there the loop's own instructions measured dearer than the prefetches).
+inline void prefetch_row(const void* row, int64_t bytes) {
+#if defined(__GNUC__)
+  if (bytes > 192) return prefetch_bytes(row, bytes);
+  const char* c = static_cast<const char*>(row);
+  __builtin_prefetch(c);
+  __builtin_prefetch(c + 64);
+  if (bytes > 128) __builtin_prefetch(c + 128);
+#else
+  (void)row; (void)bytes;
+#endif
+}
+
 template <class Arch>
 struct Simd;
 

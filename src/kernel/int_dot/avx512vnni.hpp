@@ -226,25 +226,17 @@ struct QuantDot : DequantAvx2<Arch> {
     for (int j = 0; j < n; j += 2) {
       const uint8_t* a = v + j * vs;
       const uint8_t* b = j + 1 < n ? a + vs : a;  // the odd last key's partner: weight 0
-      // The two rows a tile ahead, each row's own lines (rows up to 192 bytes unrolled; measured
-      // against a loop over the bytes and against five lines from the first row: equal or faster on
-      // MHA and GQA, q8 and q4, with K/V from DRAM).
-      if (b0 == 0 && j + t.pf + 1 < t.ahead) {
-        for (int k = 0; k < 2; ++k) {
-          const char* row = reinterpret_cast<const char*>(v + (j + t.pf + k) * vs);
-          if (t.row_bytes <= 192) {
-            _mm_prefetch(row, _MM_HINT_T0);
-            _mm_prefetch(row + 64, _MM_HINT_T0);
-            if (t.row_bytes > 128) _mm_prefetch(row + 128, _MM_HINT_T0);
-          } else {
-            for (int64_t x = 0; x < t.row_bytes; x += 64) _mm_prefetch(row + x, _MM_HINT_T0);
-          }
-        }
-      }
-      if constexpr (Q4) {
-        for (int bi = 0; bi < P; bi += 2) {
-          constexpr bool kLast = P % 2 == 1;
-          const bool two = !kLast || bi + 1 < P;
+      // The two rows a tile ahead, each row's own lines (measured against a loop over the bytes and
+      // against five lines from the first row: equal or faster on MHA and GQA, q8 and q4, with K/V
+      // from DRAM).
+      if (b0 == 0 && j + t.pf + 1 < t.ahead)
+        for (int k = 0; k < 2; ++k) prefetch_row(v + (j + t.pf + k) * vs, t.row_bytes);
+      // Per pair of blocks (bi, bi + 1): four vectors x of (a, b) int16 pairs, 16 columns each,
+      // block bi in the low 256 bits and bi + 1 in the high (an odd last block: the low half only).
+      for (int bi = 0; bi < P; bi += 2) {
+        const bool two = P % 2 == 0 || bi + 1 < P;
+        __m512i x[4];
+        if constexpr (Q4) {
           const uint8_t* at = a + (b0 + bi) * 16;
           const uint8_t* bt = b + (b0 + bi) * 16;
           const __m256i la = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))
@@ -256,21 +248,11 @@ struct QuantDot : DequantAvx2<Arch> {
           const __m512i z0 = _mm512_cvtepu8_epi16(_mm256_unpacklo_epi8(la, lb));
           const __m512i z1 = _mm512_cvtepu8_epi16(_mm256_unpackhi_epi8(la, lb));
           const __m512i low = _mm512_set1_epi16(15);
-          const __m512i x0 = _mm512_and_si512(z0, low), x1 = _mm512_and_si512(z1, low);
-          const __m512i x2 = _mm512_srli_epi16(z0, 4), x3 = _mm512_srli_epi16(z1, 4);
-          for (int r = 0; r < R; ++r) {
-            const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
-                                                            pair(r, bi + 1 < P ? bi + 1 : bi, j))
-                                   : _mm512_set1_epi32(pair(r, bi, j));
-            acc[r][2 * bi] = dpwssd(acc[r][2 * bi], x0, wv);
-            acc[r][2 * bi + 1] = dpwssd(acc[r][2 * bi + 1], x1, wv);
-            acc[r][2 * bi + 2] = dpwssd(acc[r][2 * bi + 2], x2, wv);
-            acc[r][2 * bi + 3] = dpwssd(acc[r][2 * bi + 3], x3, wv);
-          }
-        }
-      } else {
-        for (int bi = 0; bi < P; bi += 2) {
-          const bool two = P % 2 == 0 || bi + 1 < P;
+          x[0] = _mm512_and_si512(z0, low);
+          x[1] = _mm512_and_si512(z1, low);
+          x[2] = _mm512_srli_epi16(z0, 4);
+          x[3] = _mm512_srli_epi16(z1, 4);
+        } else {
           const uint8_t* at = a + (b0 + bi) * 32;
           const uint8_t* bt = b + (b0 + bi) * 32;
           const __m512i la = two ? _mm512_loadu_si512(at) : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
@@ -280,19 +262,19 @@ struct QuantDot : DequantAvx2<Arch> {
           // columns c of one block half): x0 c 0-3, x1 4-7, x2 8-11, x3 12-15; lanes 0-1 block bi,
           // lanes 2-3 block bi + 1.
           const __m512i ulo = _mm512_unpacklo_epi8(la, lb), uhi = _mm512_unpackhi_epi8(la, lb);
-          const __m512i x0 = _mm512_srai_epi16(_mm512_unpacklo_epi8(ulo, ulo), 8);
-          const __m512i x1 = _mm512_srai_epi16(_mm512_unpackhi_epi8(ulo, ulo), 8);
-          const __m512i x2 = _mm512_srai_epi16(_mm512_unpacklo_epi8(uhi, uhi), 8);
-          const __m512i x3 = _mm512_srai_epi16(_mm512_unpackhi_epi8(uhi, uhi), 8);
-          for (int r = 0; r < R; ++r) {
-            const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
-                                                            pair(r, bi + 1 < P ? bi + 1 : bi, j))
-                                   : _mm512_set1_epi32(pair(r, bi, j));
-            acc[r][2 * bi] = dpwssd(acc[r][2 * bi], x0, wv);
-            acc[r][2 * bi + 1] = dpwssd(acc[r][2 * bi + 1], x1, wv);
-            acc[r][2 * bi + 2] = dpwssd(acc[r][2 * bi + 2], x2, wv);
-            acc[r][2 * bi + 3] = dpwssd(acc[r][2 * bi + 3], x3, wv);
-          }
+          x[0] = _mm512_srai_epi16(_mm512_unpacklo_epi8(ulo, ulo), 8);
+          x[1] = _mm512_srai_epi16(_mm512_unpackhi_epi8(ulo, ulo), 8);
+          x[2] = _mm512_srai_epi16(_mm512_unpacklo_epi8(uhi, uhi), 8);
+          x[3] = _mm512_srai_epi16(_mm512_unpackhi_epi8(uhi, uhi), 8);
+        }
+        for (int r = 0; r < R; ++r) {
+          const __m512i wv = two ? _mm512_mask_set1_epi32(_mm512_set1_epi32(pair(r, bi, j)), __mmask16(0xFF00),
+                                                          pair(r, bi + 1 < P ? bi + 1 : bi, j))
+                                 : _mm512_set1_epi32(pair(r, bi, j));
+          acc[r][2 * bi] = dpwssd(acc[r][2 * bi], x[0], wv);
+          acc[r][2 * bi + 1] = dpwssd(acc[r][2 * bi + 1], x[1], wv);
+          acc[r][2 * bi + 2] = dpwssd(acc[r][2 * bi + 2], x[2], wv);
+          acc[r][2 * bi + 3] = dpwssd(acc[r][2 * bi + 3], x[3], wv);
         }
       }
     }
