@@ -39,8 +39,8 @@ MASKATTN_MICROTILE void PrefillAttention<Arch>::qk_group(const float* qb, const 
 // rules from the transposed tile. `allow_out` (NaN-safe P·V) receives 1/0 per pair.
 template <class Arch>
 template <int R>
-MASKATTN_MICROTILE void PrefillAttention<Arch>::logits_group(V (&x)[NK][R], const Block& blk, int64_t jg, bool masked, const float* valid,
-                                     const float* bias, M (&seen)[R], float* allow_out) const {
+MASKATTN_MICROTILE void PrefillAttention<Arch>::logits_group(V (&x)[NK][R], const Block& blk, int64_t jg, bool masked, const uint32_t* bits,
+                                     int bit0, const float* bias, M (&seen)[R], float* allow_out) const {
   if (p_.softcap > 0) {
     const V scale = S::splat(p_.scale / p_.softcap), cap = S::splat(p_.softcap);
     for (int j = 0; j < NK; ++j)
@@ -62,10 +62,11 @@ MASKATTN_MICROTILE void PrefillAttention<Arch>::logits_group(V (&x)[NK][R], cons
   if (!masked) return;
   for (int r = 0; r < R; ++r) {
     const V lo = S::load(blk.lo + r * W), hi = S::load(blk.hi + r * W), pe = S::load(blk.pe + r * W);
+    const auto word = bits ? S::load_bits(bits + r * W) >> bit0 : typename S::I(0);
     for (int j = 0; j < NK; ++j) {
       M allow;
-      if (valid) {  // the intervals are in the tile already, and `seen` was set per tile
-        allow = S::load(valid + j * QR + r * W) != S::splat(0.0f);
+      if (bits) {  // the intervals are in the bits already, and `seen` was set per tile
+        allow = S::bit_set(word, j);
       } else {
         const V pos = S::splat(float(jg + j));
         allow = ((pos >= lo) & (pos < hi)) | (pos < pe);

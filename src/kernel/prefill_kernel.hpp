@@ -204,18 +204,23 @@ class PrefillAttention {
     if (!(flags & kFiniteKnown)) {
       const int64_t j0 = t * KT;
       const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
-      V acc = S::splat(0.0f);
+      V acc[2] = {S::splat(0.0f), S::splat(0.0f)};  // two chains: rows alternate (the adds' latency)
       float tail = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
         const float* row = value_row(ws, t, j0 + j);
         int64_t c = 0;
+        for (; c + 2 * W <= p_.Dv; c += 2 * W) {
+          const V y0 = S::load(row + c), y1 = S::load(row + c + W);
+          acc[0] = acc[0] + (y0 - y0);
+          acc[1] = acc[1] + (y1 - y1);
+        }
         for (; c + W <= p_.Dv; c += W) {
           const V y = S::load(row + c);
-          acc = acc + (y - y);
+          acc[0] = acc[0] + (y - y);
         }
         for (; c < p_.Dv; ++c) tail += row[c] - row[c];
       }
-      flags |= kFiniteKnown | ((S::hsum(acc) + tail == 0.0f) ? kFinite : 0);
+      flags |= kFiniteKnown | ((S::hsum(acc[0] + acc[1]) + tail == 0.0f) ? kFinite : 0);
     }
     return flags & kFinite;
   }
@@ -431,6 +436,15 @@ class PrefillAttention {
     for (int r = 0; r < blk.n_rows; ++r) {
       if (!blk.active[r]) continue;
       const T* row = mask_row(m, b, blk.h[r], blk.i[r]) + j0 * step;
+      if constexpr (std::is_same_v<T, uint8_t>) {  // bytes: 16 or more at a time
+        if (step) {
+          const uint64_t on = nonzero_byte_bits(row, n);
+          any_on |= on != 0;
+          any_off |= on != range_bits(0, n);
+          if (any_on && any_off) return TileClass::mixed;
+          continue;
+        }
+      }
       for (int64_t j = 0; j < (step ? n : 1); ++j) {
         const bool on = open(row[j]);
         any_on |= on;
@@ -441,44 +455,46 @@ class PrefillAttention {
     return !any_on ? TileClass::skip : any_off ? TileClass::mixed : TileClass::full;
   }
 
-  // The element-wise rules of the block's rows over tile t, transposed to the lanes' layout:
-  // ws.valid [KT][QR] (1 allowed, 0 not) and, with a bias, ws.bias_tile [KT][QR]. Gathered row by
-  // row (element_row: vectorised over the keys), then turned by 4x4 transposes. In a mixed tile the
-  // rows' key intervals are folded into `valid` too (so a group masks with one compare per vector),
-  // and `seen` gets each row's "some key here is allowed".
+  // The element-wise rules of the block's rows over tile t, as bits in the lanes' layout:
+  // ws.tile_bits [KT / 32][QR], bit j % 32 of word [j / 32][r] set when row r may attend key j0 + j
+  // (a group then masks a vector with one bit test). A boolean mask alone goes from its bytes
+  // straight to bits (nonzero_byte_bits); other rules through a row of 1/0 floats (element_row).
+  // In a mixed tile the rows' key intervals are folded in too, and `seen` gets each row's "some key
+  // here is allowed". With a bias, its values: ws.bias_tile [KT][QR], turned by TB x TB transposes.
   void element_tiles(Workspace& ws, int64_t b, const Block& blk, int64_t t, bool masked, float* seen) const {
+    static_assert(KT % 32 == 0 && KT <= 64, "a row's tile bits are one 64-bit word");
     const int64_t j0 = t * KT, n = std::min<int64_t>(KT, p_.Lk - j0);
-    float* valid_rows = ws.scores.data();  // [QR][KT]
-    float* bias_rows = valid_rows + QR * KT;
-    const V iota = S::iota(), zero = S::splat(0.0f);
+    const bool bits_wanted = masked && elementwise_;
+    const bool bytes_only = p_.allowed && !p_.bias && !p_.query_segments && !p_.tree_parents;
+    float* bias_rows = ws.scores.data();  // [QR][KT]
+    float* valid_row = bias_rows + QR * KT;
     for (int r = 0; r < QR; ++r) {
-      float* valid = valid_rows + r * KT;
-      seen[r] = 0.0f;
+      uint64_t bits = 0;
       if (!blk.active[r]) {
-        std::fill_n(valid, KT, 0.0f);
         if (p_.bias) std::fill_n(bias_rows + r * KT, KT, 0.0f);
-        continue;
+      } else if (bytes_only) {
+        if (bits_wanted) bits = allowed_bits(b, blk.h[r], blk.i[r], j0, n);
+      } else {
+        logits_.element_row(b, blk.h[r], blk.i[r], j0, n, KT, valid_row, bias_rows + r * KT);
+        for (int c = 0; bits_wanted && c < KT; c += W)
+          bits |= uint64_t(S::lane_bits(S::load(valid_row + c) != S::splat(0.0f))) << c;
       }
-      logits_.element_row(b, blk.h[r], blk.i[r], j0, n, KT, valid, bias_rows + r * KT);
-      if (!masked) continue;
-      if (blk.keys(r).covers(j0, j0 + KT)) {  // the intervals allow the whole tile: `valid` decides
-        M any = zero != zero;
-        for (int c = 0; c < KT; c += W) any = any | (S::load(valid + c) != zero);
-        seen[r] = S::any(any) ? 1.0f : 0.0f;
-        continue;
+      if (bits_wanted) {
+        const RowKeys keys = blk.keys(r);
+        if (bits && !keys.covers(j0, j0 + KT))
+          bits &= range_bits(keys.lo - j0, keys.hi - j0) | range_bits(0, keys.prefix_end - j0);
+        for (int w = 0; w < KT / 32; ++w) ws.tile_bits[w * QR + r] = uint32_t(bits >> (32 * w));
       }
-      const V lo = S::splat(blk.lo[r] - float(j0)), hi = S::splat(blk.hi[r] - float(j0)), pe = S::splat(blk.pe[r] - float(j0));
-      M any = zero != zero;
-      for (int c = 0; c < KT; c += W) {
-        const V j = S::splat(float(c)) + iota;
-        const M allow = (((j >= lo) & (j < hi)) | (j < pe)) & (S::load(valid + c) != zero);
-        any = any | allow;
-        S::store(valid + c, S::select(allow, S::splat(1.0f), zero));
-      }
-      seen[r] = S::any(any) ? 1.0f : 0.0f;
+      seen[r] = bits ? 1.0f : 0.0f;
     }
-    transpose_rows(valid_rows, KT, ws.valid.data());
     if (p_.bias) transpose_rows(bias_rows, KT, ws.bias_tile.data());
+  }
+
+  // Row i's boolean mask over keys [j0, j0 + n) as bits.
+  uint64_t allowed_bits(int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n) const {
+    const uint8_t* a = mask_row(p_.allowed, b, h, i);
+    if (p_.allowed.strides[3] == 1) return nonzero_byte_bits(a + j0, n);
+    return a[0] ? range_bits(0, n) : 0;  // broadcast over keys
   }
 
   // src [QR][cols] -> dst [cols][QR] (cols a multiple of TB).
@@ -551,7 +567,8 @@ class PrefillAttention {
       grp.b = b;
       grp.masked = masked;
       grp.guarded = guarded;
-      grp.valid = elementwise ? ws.valid.data() + g * NK * QR : nullptr;
+      grp.bits = elementwise ? ws.tile_bits.data() + (g * NK / 32) * QR : nullptr;
+      grp.bit0 = int(g * NK % 32);
       grp.bias = p_.bias ? ws.bias_tile.data() + g * NK * QR : nullptr;
       grp.scratch = ws.scores.data();
       group_step<R>(grp, m, l, seen, blk.o_zero);
@@ -566,7 +583,9 @@ class PrefillAttention {
     const Block* blk;
     int nk;
     bool masked, guarded;
-    const float *valid, *bias;
+    const uint32_t* bits;  // the tile's element-wise rules (element_tiles): this group's word
+    int bit0;              // and the bit of its first key
+    const float* bias;
     float* scratch;  // [2][NK][QR]: allowed pairs (guarded P·V), weights
   };
 
@@ -575,7 +594,7 @@ class PrefillAttention {
   MASKATTN_MICROTILE void group_step(const Group& g, V (&m)[R], V (&l)[R], M (&seen)[R], bool& o_zero) const {
     V x[NK][R];
     qk_group<R>(g.qb, g.k, g.kst, x);
-    logits_group<R>(x, *g.blk, g.jg, g.masked, g.valid, g.bias, seen, g.guarded ? g.scratch : nullptr);
+    logits_group<R>(x, *g.blk, g.jg, g.masked, g.bits, g.bit0, g.bias, seen, g.guarded ? g.scratch : nullptr);
     if (p_.weights) store_weights<R>(x, g.b, *g.blk, g.jg, g.nk, g.scratch + NK * QR);
     const bool first = o_zero;  // the block's first group: P·V stores Oᵀ instead of adding to it
     softmax_group<R>(x, m, l, g.oT, o_zero);
@@ -588,8 +607,8 @@ class PrefillAttention {
   template <int R>
   MASKATTN_MICROTILE void qk_group(const float* qb, const float* k, int64_t kst, V (&x)[NK][R]) const;
   template <int R>
-  MASKATTN_MICROTILE void logits_group(V (&x)[NK][R], const Block& blk, int64_t jg, bool masked, const float* valid,
-                                       const float* bias, M (&seen)[R], float* allow_out) const;
+  MASKATTN_MICROTILE void logits_group(V (&x)[NK][R], const Block& blk, int64_t jg, bool masked, const uint32_t* bits,
+                                       int bit0, const float* bias, M (&seen)[R], float* allow_out) const;
   template <int R>
   void store_weights(const V (&x)[NK][R], int64_t b, const Block& blk, int64_t jg, int nk, float* buf) const;
   template <int R>

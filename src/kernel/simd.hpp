@@ -10,6 +10,7 @@
 #include "base/arch_namespace.hpp"
 #include "kernel/half.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -158,6 +159,46 @@ inline void prefetch_row(const void* row, int64_t bytes) {
 #endif
 }
 
+// Bits [a, b) of a 64-bit word, the bounds clamped to [0, 64]: a key interval over a 64-key tile.
+inline uint64_t range_bits(int64_t a, int64_t b) {
+  a = std::max<int64_t>(a, 0);
+  b = std::min<int64_t>(b, 64);
+  if (b <= a) return 0;
+  const uint64_t below_b = b == 64 ? ~uint64_t(0) : (uint64_t(1) << b) - 1;
+  return below_b & ~((uint64_t(1) << a) - 1);
+}
+
+// Bit j set where p[j] != 0, for j < n <= 64 (bytes past n are not read): a row of a boolean mask
+// as the prefill kernel's tile bits. One masked load and test on AVX-512BW; 32 / 16 bytes a compare
+// and movemask on AVX2, SSE2 and SIMD128; a loop elsewhere (NEON: no movemask, and no hardware here
+// to measure a substitute).
+inline uint64_t nonzero_byte_bits(const uint8_t* p, int64_t n) {
+#if defined(__AVX512BW__)
+  const __m512i x = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+  return uint64_t(_mm512_test_epi8_mask(x, x));
+#else
+  uint64_t bits = 0;
+  int64_t j = 0;
+#if defined(__AVX2__)
+  for (; j + 32 <= n; j += 32) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + j));
+    bits |= uint64_t(~uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, _mm256_setzero_si256())))) << j;
+  }
+#endif
+#if defined(__wasm_simd128__)
+  for (; j + 16 <= n; j += 16)
+    bits |= uint64_t(wasm_i8x16_bitmask(wasm_i8x16_ne(wasm_v128_load(p + j), wasm_i8x16_splat(0)))) << j;
+#elif defined(__SSE2__)
+  for (; j + 16 <= n; j += 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + j));
+    bits |= uint64_t(~uint32_t(_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128()))) & 0xffffu) << j;
+  }
+#endif
+  for (; j < n; ++j) bits |= uint64_t(p[j] != 0) << j;
+  return bits;
+#endif
+}
+
 template <class Arch>
 struct Simd;
 
@@ -214,6 +255,47 @@ struct Simd {
     const V special = xsimd::bitwise_cast<V>((em << 13) | I(0x7f800000));
     const V f = xsimd::select(scaled >= V(65536.0f), special, scaled);
     return xsimd::bitwise_cast<V>(xsimd::bitwise_cast<I>(f) | sign);
+  }
+  // Tile bits in lanes (the prefill kernel's element-wise masks, kernel/prefill_kernel.hpp): the
+  // lanes whose int32 has bit `bit` set, and bit r = lane r of a mask. One instruction or two on
+  // x86, NEON and SIMD128 (through the SSE headers); through integer-to-float elsewhere.
+  static I load_bits(const uint32_t* p) { return I::load_unaligned(reinterpret_cast<const int32_t*>(p)); }
+  static M bit_set(const I& w, int bit) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) return M(_mm512_test_epi32_mask(w, _mm512_set1_epi32(int32_t(1u << bit))));
+#endif
+#if defined(__AVX2__)
+    if constexpr (W == 8) {
+      const __m256i c = _mm256_set1_epi32(int32_t(1u << bit));
+      return M(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(w, c), c)));
+    }
+#endif
+#if defined(__SSE2__)
+    if constexpr (W == 4) {
+      const __m128i c = _mm_set1_epi32(int32_t(1u << bit));
+      return M(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_and_si128(w, c), c)));
+    }
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+    if constexpr (W == 4) return M(vtstq_u32(vreinterpretq_u32_s32(w), vdupq_n_u32(1u << bit)));
+#endif
+    return xsimd::to_float(w & I(int32_t(1u << bit))) != V(0.0f);
+  }
+  static uint32_t lane_bits(const M& m) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) return uint32_t(__mmask16(m));
+#endif
+#if defined(__AVX__)
+    if constexpr (W == 8) return uint32_t(_mm256_movemask_ps(m));
+#endif
+#if defined(__SSE__)
+    if constexpr (W == 4) return uint32_t(_mm_movemask_ps(m));
+#endif
+    alignas(64) bool lanes[W];
+    m.store_aligned(lanes);
+    uint32_t bits = 0;
+    for (int i = 0; i < W; ++i) bits |= uint32_t(lanes[i]) << i;
+    return bits;
   }
 #if defined(__wasm_relaxed_simd__)
   // Relaxed SIMD: f32x4.relaxed_madd, a fused multiply-add where the CPU has one (x64 with FMA3,
@@ -306,6 +388,7 @@ template <>
 struct Simd<ScalarArch> {
   using V = float;
   using M = bool;
+  using I = int32_t;
   static constexpr int W = 1;
   static constexpr int kRegisters = 16;
 
@@ -318,6 +401,9 @@ struct Simd<ScalarArch> {
   static V abs(V x) { return std::fabs(x); }
   static V tanh(V x) { return std::tanh(x); }
   static bool any(M m) { return m; }
+  static I load_bits(const uint32_t* p) { return int32_t(*p); }
+  static M bit_set(I w, int bit) { return (uint32_t(w) >> bit) & 1u; }
+  static uint32_t lane_bits(M m) { return m ? 1u : 0u; }
   static V iota() { return 0.0f; }
   static V max_keep_nan(V acc, V x) { return x < acc ? acc : x; }
   static V max(V a, V b) { return a < b ? b : a; }

@@ -29,7 +29,7 @@ void Workspace::reserve_prefill(int64_t tiles, int64_t kt, int64_t convert_d, in
   grow(row_state, nb * 3 * qr);
   grow(edge_rows, nk * (d + dv));
   grow(oacc, nb * qr * dv);
-  grow(valid, kt * qr);
+  grow(tile_bits, (kt + 31) / 32 * qr);
   grow(bias_tile, kt * qr);
   grow(scores, 2 * qr * std::max(kt, dv));
   grow(mean_v, dv);

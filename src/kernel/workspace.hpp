@@ -26,6 +26,9 @@ struct Workspace {
   // (decode [rows][KT]; prefill: row-major temporaries, 2 x [QR][max(KT, Dv)]).
   std::vector<float> oacc;
   std::vector<float> valid;
+  // Prefill: a mixed tile's element-wise rules as bits, [KT / 32][QR] (bit j % 32 of word
+  // [j / 32][r]: row r may attend the tile's key j).
+  std::vector<uint32_t> tile_bits;
   std::vector<float> bias_tile;
   std::vector<float> scores;
   std::vector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
