@@ -630,8 +630,16 @@ class PrefillAttention {
     alignas(64) float mul[QR];
     float* out[QR];
     bool any = false;
+    // Without sinks, lse or weights a row's multiplier is 1 / l (row_scale's), computed lane-wise;
+    // rows that attended nothing get 0.
+    const bool lane_wise = !p_.sinks && !p_.lse && !p_.weights;
+    if (lane_wise)
+      for (int v = 0; v < RV; ++v) {
+        const M seen = S::load(state + 2 * QR + v * W) != S::splat(0.0f);
+        S::store(mul + v * W, S::select(seen, S::splat(1.0f) / S::load(state + QR + v * W), S::splat(0.0f)));
+      }
     for (int r = 0; r < QR; ++r) {
-      mul[r] = 0.0f;
+      if (!lane_wise) mul[r] = 0.0f;
       out[r] = nullptr;
       if (r >= blk.n_rows) continue;
       const int64_t h = blk.h[r], i = blk.i[r];
@@ -644,14 +652,15 @@ class PrefillAttention {
         });
         continue;
       }
+      out[r] = p_.out + b * p_.os.b + h * p_.os.h + i * p_.os.l;
+      any = true;
+      if (lane_wise) continue;
       SoftmaxRow st;
       st.m = state[r];
       st.l = state[QR + r];
       st.has_key = true;
       const RowScale rs = row_scale(p_, h, st);
       mul[r] = rs.o_mul;
-      out[r] = p_.out + b * p_.os.b + h * p_.os.h + i * p_.os.l;
-      any = true;
       if (p_.lse) p_.lse[(b * p_.Hq + h) * p_.Lq + i] = rs.m + std::log(rs.l);
       if (w) finish_weights_row<Arch>(w, p_.Lk, rs.m, rs.l);
     }
