@@ -199,28 +199,37 @@ class PrefillAttention {
 
   // Whether tile t's V rows (below the key length) hold only finite values: x - x is 0 for finite
   // x and NaN for NaN and inf, so one vector sum tells. Asked only by mixed tiles, once per tile.
+  // Rows are walked in runs at one stride (a ring's wrap and a page's end cut them), a run of rows
+  // packed back to back as one range, on four chains (the adds' latency).
   bool v_finite(Workspace& ws, int64_t t) {
     uint8_t& flags = ws.tile_flags[t];
     if (!(flags & kFiniteKnown)) {
-      const int64_t j0 = t * KT;
+      const int64_t j0 = t * KT, Dv = p_.Dv;
       const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
-      V acc[2] = {S::splat(0.0f), S::splat(0.0f)};  // two chains: rows alternate (the adds' latency)
+      V acc[4] = {S::splat(0.0f), S::splat(0.0f), S::splat(0.0f), S::splat(0.0f)};
       float tail = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; j < n && Dv > 0;) {
+        const int64_t run = v_direct_ ? std::min(n - j, p_.kv.contiguous_keys(j0 + j)) : n - j;
+        const int64_t stride = v_direct_ ? p_.kv.vs.l : Dv;
+        const bool packed = stride == Dv;
+        const int64_t width = packed ? run * Dv : Dv;
         const float* row = value_row(ws, t, j0 + j);
-        int64_t c = 0;
-        for (; c + 2 * W <= p_.Dv; c += 2 * W) {
-          const V y0 = S::load(row + c), y1 = S::load(row + c + W);
-          acc[0] = acc[0] + (y0 - y0);
-          acc[1] = acc[1] + (y1 - y1);
+        for (int64_t x = 0; x < (packed ? 1 : run); ++x, row += stride) {
+          int64_t c = 0;
+          for (; c + 4 * W <= width; c += 4 * W)
+            for (int u = 0; u < 4; ++u) {
+              const V y = S::load(row + c + u * W);
+              acc[u] = acc[u] + (y - y);
+            }
+          for (; c + W <= width; c += W) {
+            const V y = S::load(row + c);
+            acc[0] = acc[0] + (y - y);
+          }
+          for (; c < width; ++c) tail += row[c] - row[c];
         }
-        for (; c + W <= p_.Dv; c += W) {
-          const V y = S::load(row + c);
-          acc[0] = acc[0] + (y - y);
-        }
-        for (; c < p_.Dv; ++c) tail += row[c] - row[c];
+        j += run;
       }
-      flags |= kFiniteKnown | ((S::hsum(acc[0] + acc[1]) + tail == 0.0f) ? kFinite : 0);
+      flags |= kFiniteKnown | ((S::hsum((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail == 0.0f) ? kFinite : 0);
     }
     return flags & kFinite;
   }
