@@ -35,8 +35,9 @@ MASKATTN_MICROTILE void PrefillAttention<Arch>::qk_group(const float* qb, const 
 }
 
 // Raw dot products -> natural-unit logits (scale or softcap, ALiBi, bias) and, in a mixed tile,
-// -inf where a rule masks the pair: the rows' key intervals as lane-wise compares, the element-wise
-// rules from the transposed tile. `allow_out` (NaN-safe P·V) receives 1/0 per pair.
+// -inf where a rule masks the pair: the rows' key intervals as lane-wise compares, or the tile's
+// element-wise bits (element_tiles; the intervals folded in) as one bit test per vector.
+// `allow_out` (NaN-safe P·V) receives 1/0 per pair.
 template <class Arch>
 template <int R>
 MASKATTN_MICROTILE void PrefillAttention<Arch>::logits_group(V (&x)[NK][R], const Block& blk, int64_t jg, bool masked, const uint32_t* bits,

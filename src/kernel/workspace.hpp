@@ -22,7 +22,8 @@ struct Workspace {
   std::vector<float> row_state;  // [NB][3][QR]: each row's running max, sum and has_key (1/0)
   std::vector<float> edge_rows;  // [NK][D + Dv]: a key group's K and V rows copied (a cut, the last keys)
   // Shared by both kernels: prefill [NB][Dv][QR] (transposed) / decode [rows][dv_pad] outputs; the
-  // element-wise mask and bias of a tile (prefill [KT][QR] transposed, decode [rows][KT]); scores
+  // element-wise mask (decode [rows][KT]; prefill: tile_bits) and bias of a tile (prefill [KT][QR]
+  // transposed, decode [rows][KT]); scores
   // (decode [rows][KT]; prefill: row-major temporaries, 2 x [QR][max(KT, Dv)]).
   std::vector<float> oacc;
   std::vector<float> valid;
