@@ -660,6 +660,31 @@ class DecodeAttention {
     V acc[R][NG * GV];
     for (int r = 0; r < R; ++r)
       for (int x = 0; x < ng * GV; ++x) acc[r][x] = S::load(orow[r] + c0 + x * W);
+    if constexpr (NG == 1) {
+      // One group a pass (four rows on AVX2): its block, half and scale are the pass's, and every
+      // index is known when compiled, so the accumulators stay in registers (measured: in the loop
+      // below they lived on the stack, a load and a store per multiply-add; avx2 GQA q4 P·V).
+      const int64_t blk = c0 / kQuantBlock, half = (c0 % kQuantBlock) / 16;
+      const int64_t at = blk * kValueBytes, scale_at = scales_at + 4 * blk;
+      for (int j = 0; j < n; ++j) {
+        if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
+        if (!use(j)) continue;
+        const uint8_t* vr = v.p + j * vs;
+        float d;
+        std::memcpy(&d, vr + scale_at, 4);
+        V x[2 * GV];
+        Dot::dequant(vr + at, half, 0, 1, x, x + GV);  // one group (g + 1 == ng)
+        const V dv = S::splat(d);
+        for (int c = 0; c < GV; ++c) x[c] = x[c] * dv;
+        for (int r = 0; r < R; ++r) {
+          const V pj = S::splat(prow[r][j]);
+          for (int c = 0; c < GV; ++c) acc[r][c] = S::fma(pj, x[c], acc[r][c]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < GV; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
+      return;
+    }
     for (int j = 0; j < n; ++j) {
       if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
       if (!use(j)) continue;
