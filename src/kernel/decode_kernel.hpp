@@ -684,6 +684,34 @@ class DecodeAttention {
       for (int r = 0; r < R; ++r)
         for (int c = 0; c < GV; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
       return;
+    } else if (NG % 2 == 0 && ng == NG) {
+      // Whole blocks a pass (NG / 2 of them from a block boundary: c0 is a multiple of 16 NG), the
+      // same way.
+      constexpr int NBL = NG / 2;
+      const int64_t blk0 = c0 / kQuantBlock;
+      for (int j = 0; j < n; ++j) {
+        if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
+        if (!use(j)) continue;
+        const uint8_t* vr = v.p + j * vs;
+        V x[NG * GV];
+        for (int b = 0; b < NBL; ++b) {
+          const int64_t blk = blk0 + b;
+          float d;
+          std::memcpy(&d, vr + scales_at + 4 * blk, 4);
+          V* lo = x + 2 * b * GV;
+          if (Dot::dequant(vr + blk * kValueBytes, 0, 0, 2, lo, lo + GV) == 1)  // q8: one half a call
+            Dot::dequant(vr + blk * kValueBytes, 1, 1, 2, lo + GV, lo + 2 * GV);
+          const V dv = S::splat(d);
+          for (int c = 0; c < 2 * GV; ++c) lo[c] = lo[c] * dv;
+        }
+        for (int r = 0; r < R; ++r) {
+          const V pj = S::splat(prow[r][j]);
+          for (int c = 0; c < NG * GV; ++c) acc[r][c] = S::fma(pj, x[c], acc[r][c]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < NG * GV; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
+      return;
     }
     for (int j = 0; j < n; ++j) {
       if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
