@@ -646,6 +646,47 @@ class DecodeAttention {
     }
   }
 
+  // Columns [c0, c0 + 16 NGF) of R rows, as pv_quant_groups, with every index known when compiled
+  // so the accumulators stay in registers (measured: indexed by pv_quant_groups' loop over groups,
+  // they lived on the stack, a load and a store per multiply-add: avx2 GQA q8 40.5 -> 25.5 ns per
+  // key and KV head from L2). NGF = 1: one half block (c0 % 32 says which); even: whole blocks
+  // from a block boundary. At most 8 accumulators: GCC 12 keeps 16 zmm of them on the stack
+  // whatever the indices.
+  template <int R, int NGF, class QRows, class Use>
+  void pv_fixed(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0, int64_t ahead, Use&& use) const {
+    using Dot = QuantDotOf<QD, QRows::T::kType>;
+    constexpr int64_t kValueBytes = QRows::T::kValueBytes;
+    constexpr int GV = kGroupVectors, NX = NGF * GV;
+    static_assert(NGF == 1 || NGF % 2 == 0, "one half block or whole blocks");
+    const int64_t vs = p_.kv.vs.l, scales_at = quant_blocks(p_.Dv) * kValueBytes, pf = prefetch_keys(v_row_bytes_);
+    const int64_t blk0 = c0 / kQuantBlock, half = (c0 % kQuantBlock) / 16;
+    V acc[R][NX];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < NX; ++c) acc[r][c] = S::load(orow[r] + c0 + c * W);
+    for (int j = 0; j < n; ++j) {
+      if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
+      if (!use(j)) continue;
+      const uint8_t* vr = v.p + j * vs;
+      V x[NX + GV];
+      for (int b = 0; b < (NGF + 1) / 2; ++b) {  // the block scale multiplies the values, once for all rows
+        const uint8_t* values = vr + (blk0 + b) * kValueBytes;
+        float d;
+        std::memcpy(&d, vr + scales_at + 4 * (blk0 + b), 4);
+        V* lo = x + 2 * b * GV;
+        if (NGF == 1) Dot::dequant(values, half, 0, 1, lo, lo + GV);
+        else if (Dot::dequant(values, 0, 0, 2, lo, lo + GV) == 1) Dot::dequant(values, 1, 1, 2, lo + GV, lo + 2 * GV);  // q8: a half a call
+        const V dv = S::splat(d);
+        for (int c = 0; c < std::min(2, NGF) * GV; ++c) lo[c] = lo[c] * dv;
+      }
+      for (int r = 0; r < R; ++r) {
+        const V pj = S::splat(prow[r][j]);
+        for (int c = 0; c < NX; ++c) acc[r][c] = S::fma(pj, x[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < NX; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
+  }
+
   // Columns [c0, c0 + 16 NG) (clipped to dv_pad) of R rows over the tile's keys that `use` admits.
   // A function of its own on x86, as GCC chose before the dtype traits (inlined into the tile, the
   // MHA q8 decode step measured 2-6% slower on AVX-512 VNNI, on a busy 2-core VM).
@@ -657,62 +698,17 @@ class DecodeAttention {
     constexpr int GV = kGroupVectors;
     const int ng = int(std::min<int64_t>(NG, (dv_pad_ - c0) / 16));
     const int64_t vs = p_.kv.vs.l, scales_at = quant_blocks(p_.Dv) * kValueBytes, pf = prefetch_keys(v_row_bytes_);
+    // Passes at fixed indices where they can be had (pv_fixed): one group, or whole blocks.
+    constexpr int kFixed = NG == 1 ? 1 : NG % 2 == 0 ? std::min(NG, std::max(2, 8 / (R * GV)) / 2 * 2) : 0;
+    if constexpr (kFixed > 0) {
+      if (kFixed == 1 || ng == NG) {
+        for (int g = 0; g < ng; g += kFixed) pv_fixed<R, kFixed>(prow, orow, v, n, c0 + 16 * g, g == 0 ? ahead : 0, use);
+        return;
+      }
+    }
     V acc[R][NG * GV];
     for (int r = 0; r < R; ++r)
       for (int x = 0; x < ng * GV; ++x) acc[r][x] = S::load(orow[r] + c0 + x * W);
-    if constexpr (NG == 1) {
-      // One group a pass (four rows on AVX2): its block, half and scale are the pass's, and every
-      // index is known when compiled, so the accumulators stay in registers (measured: in the loop
-      // below they lived on the stack, a load and a store per multiply-add; avx2 GQA q4 P·V).
-      const int64_t blk = c0 / kQuantBlock, half = (c0 % kQuantBlock) / 16;
-      const int64_t at = blk * kValueBytes, scale_at = scales_at + 4 * blk;
-      for (int j = 0; j < n; ++j) {
-        if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
-        if (!use(j)) continue;
-        const uint8_t* vr = v.p + j * vs;
-        float d;
-        std::memcpy(&d, vr + scale_at, 4);
-        V x[2 * GV];
-        Dot::dequant(vr + at, half, 0, 1, x, x + GV);  // one group (g + 1 == ng)
-        const V dv = S::splat(d);
-        for (int c = 0; c < GV; ++c) x[c] = x[c] * dv;
-        for (int r = 0; r < R; ++r) {
-          const V pj = S::splat(prow[r][j]);
-          for (int c = 0; c < GV; ++c) acc[r][c] = S::fma(pj, x[c], acc[r][c]);
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < GV; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
-      return;
-    } else if (NG % 2 == 0 && ng == NG) {
-      // Whole blocks a pass (NG / 2 of them from a block boundary: c0 is a multiple of 16 NG), the
-      // same way.
-      constexpr int NBL = NG / 2;
-      const int64_t blk0 = c0 / kQuantBlock;
-      for (int j = 0; j < n; ++j) {
-        if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
-        if (!use(j)) continue;
-        const uint8_t* vr = v.p + j * vs;
-        V x[NG * GV];
-        for (int b = 0; b < NBL; ++b) {
-          const int64_t blk = blk0 + b;
-          float d;
-          std::memcpy(&d, vr + scales_at + 4 * blk, 4);
-          V* lo = x + 2 * b * GV;
-          if (Dot::dequant(vr + blk * kValueBytes, 0, 0, 2, lo, lo + GV) == 1)  // q8: one half a call
-            Dot::dequant(vr + blk * kValueBytes, 1, 1, 2, lo + GV, lo + 2 * GV);
-          const V dv = S::splat(d);
-          for (int c = 0; c < 2 * GV; ++c) lo[c] = lo[c] * dv;
-        }
-        for (int r = 0; r < R; ++r) {
-          const V pj = S::splat(prow[r][j]);
-          for (int c = 0; c < NG * GV; ++c) acc[r][c] = S::fma(pj, x[c], acc[r][c]);
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < NG * GV; ++c) S::store(orow[r] + c0 + c * W, acc[r][c]);
-      return;
-    }
     for (int j = 0; j < n; ++j) {
       if (j + pf < ahead) prefetch_bytes(v.p + (j + pf) * vs, v_row_bytes_);
       if (!use(j)) continue;
