@@ -151,7 +151,12 @@ void run_decode(const Problem& p) {
 
   WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
   const Decode shape(p);
-  for (int w = 0; w < threads; ++w) shape.reserve(workspaces[w]);
+  static std::atomic<uint64_t> calls{0};  // a number per call: prepared queries never outlive theirs
+  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  for (int w = 0; w < threads; ++w) {
+    shape.reserve(workspaces[w]);
+    workspaces[w].call = call;
+  }
   const int64_t o_stride = shape.output_stride();
   // Partial results of every unit (only when split), and one countdown per group.
   Workspace& shared = workspaces[0];

@@ -36,6 +36,10 @@ struct Workspace {
   // Decode over quantized keys: the block's query rows quantized (kernel/quant_dot.hpp).
   std::vector<uint8_t> query_blocks;
   bool mean_v_ready = false;
+  // The decode call this workspace serves (run_decode numbers each; 0 = none), and the rows whose
+  // quantized queries query_blocks holds: made in call queries_call for (b, kv head, first row).
+  uint64_t call = 0, queries_call = 0;
+  int64_t queries_b = -1, queries_hkv = -1, queries_r0 = -1;
   // Split-K partial results of the decode kernel (unnormalised output rows and their states).
   std::vector<float> partial_o;
   std::vector<SoftmaxRow> partial_states;
