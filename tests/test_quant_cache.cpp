@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_support.hpp"
@@ -414,6 +415,56 @@ INSTANTIATE_TEST_SUITE_P(Targets, QuantCacheTest, ::testing::ValuesIn(maskattn_t
 // ---------------------------------------------------------------------------------------------
 
 using maskattn_test::expect_argument_error;
+
+// The decode kernel keeps a call's prepared (quantized) queries in the calling thread's workspace
+// for the call's later key chunks; the workspaces are shared by every target. One thread attends
+// with target A, then with target B on a cache of another shape and other queries: B's result must
+// be what B gives alone, bit for bit. Call numbers once came from a counter per target, so B's call
+// could carry the number of A's last one and read A's prepared rows (wrong results or a crash):
+// the calls below shift B's count against A's, one step per round in each direction, so that such
+// a collision happens within the rounds whenever the two counts differ by fewer (always, run alone:
+// --gtest_filter='QuantCacheWorkspaces*').
+TEST(QuantCacheWorkspaces, PreparedQueriesStayWithTheirCall) {
+  std::vector<Target> targets;
+  for (Target t : maskattn_test::kernel_targets())
+    if (maskattn::target_available(t)) targets.push_back(t);
+  for (KVType dtype : {KVType::q8, KVType::q4}) {
+    Rng rng(std::string("quant/workspaces/") + maskattn::kv_type_name(dtype));
+    auto cache_of = [&](int64_t D, int64_t T) {
+      KVCache c(config(1, 1, T, D, D, dtype, dtype));
+      const std::vector<float> k = random(rng, size_t(T * D)), v = random(rng, size_t(T * D));
+      c.append(maskattn::bhld(k.data(), 1, 1, T, D), maskattn::bhld(v.data(), 1, 1, T, D));
+      return c;
+    };
+    const KVCache first = cache_of(64, 40), second = cache_of(128, 40);
+    const std::vector<float> q1 = random(rng, 64), q2 = random(rng, 128);
+    auto attend = [](const KVCache& c, const std::vector<float>& q, int64_t D, Target t) {
+      std::vector<float> out(static_cast<size_t>(D));
+      maskattn::Options o;
+      o.target = t;
+      c.attend(maskattn::bhld(q.data(), 1, 1, 1, D), maskattn::bhld(out.data(), 1, 1, 1, D), o);
+      return out;
+    };
+    for (Target a : targets)
+      for (Target b : targets) {
+        if (a == b) continue;
+        std::vector<float> alone;
+        std::thread([&] { alone = attend(second, q2, 128, b); }).join();
+        std::string failure;
+        std::thread([&] {
+          constexpr int kRounds = 400;
+          for (int round = 0; round < 2 * kRounds && failure.empty(); ++round) {
+            attend(first, q1, 64, a);
+            if (attend(second, q2, 128, b) != alone) failure = "round " + std::to_string(round);
+            attend(round < kRounds ? second : first, round < kRounds ? q2 : q1, round < kRounds ? 128 : 64,
+                   round < kRounds ? b : a);  // one more call of B, then of A: the counts move
+          }
+        }).join();
+        EXPECT_TRUE(failure.empty()) << maskattn::kv_type_name(dtype) << ": " << maskattn::target_name(a) << " then "
+                                     << maskattn::target_name(b) << ", " << failure;
+      }
+  }
+}
 
 TEST(QuantCacheErrors, ConfigurationAndMisuseAreNamed) {
   auto make = [](std::function<void(KVCacheConfig&)> change) {

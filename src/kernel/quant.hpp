@@ -253,8 +253,9 @@ inline void hadamard_inplace(float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] *= 1.0f / float(n);
     norm *= float(n);
   }
-  // The butterflies in the plain order's arithmetic (each stage's pairs are independent, so the
-  // result is bit for bit the same): the first three stages within each 8 values in registers,
+  // The butterflies in the plain order's arithmetic (each stage's pairs are independent, so every
+  // value is the same; only a NaN's sign and payload bits may differ): the first three stages
+  // within each 8 values in registers,
   // then stages of h >= 8 eight pairs at a time, which the compiler vectorises (measured: the
   // scalar stages were half of preparing a query for a rotated cache).
   int64_t h = 1;

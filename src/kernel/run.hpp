@@ -151,8 +151,7 @@ void run_decode(const Problem& p) {
 
   WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
   const Decode shape(p);
-  static std::atomic<uint64_t> calls{0};  // a number per call: prepared queries never outlive theirs
-  const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  const uint64_t call = Workspace::next_call();  // prepared queries never outlive their call
   for (int w = 0; w < threads; ++w) {
     shape.reserve(workspaces[w]);
     workspaces[w].call = call;

@@ -1,6 +1,7 @@
 #include "kernel/workspace.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 namespace maskattn::detail {
 namespace {
@@ -36,6 +37,11 @@ void Workspace::reserve_prefill(int64_t tiles, int64_t kt, int64_t convert_d, in
 }
 
 void Workspace::reserve_query_blocks(int64_t bytes) { grow(query_blocks, bytes); }
+
+uint64_t Workspace::next_call() {
+  static std::atomic<uint64_t> calls{0};
+  return calls.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 void Workspace::reserve_partials(int64_t floats, int64_t rows) {
   grow(partial_o, floats);

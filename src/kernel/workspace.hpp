@@ -36,8 +36,9 @@ struct Workspace {
   // Decode over quantized keys: the block's query rows quantized (kernel/quant_dot.hpp).
   std::vector<uint8_t> query_blocks;
   bool mean_v_ready = false;
-  // The decode call this workspace serves (run_decode numbers each; 0 = none), and the rows whose
-  // quantized queries query_blocks holds: made in call queries_call for (b, kv head, first row).
+  // The decode call this workspace serves (run_decode numbers each with next_call(); 0 = none),
+  // and the rows whose quantized queries query_blocks holds: made in call queries_call for (b, kv
+  // head, first row).
   uint64_t call = 0, queries_call = 0;
   int64_t queries_b = -1, queries_hkv = -1, queries_r0 = -1;
   // Split-K partial results of the decode kernel (unnormalised output rows and their states).
@@ -54,6 +55,9 @@ struct Workspace {
   void reserve_prefill(int64_t tiles, int64_t kt, int64_t convert_d, int64_t convert_dv, int64_t d, int64_t dv,
                        int64_t nb, int64_t qr, int64_t nk);
   void reserve_partials(int64_t floats, int64_t rows);
+  // A number no other call in the process gets: one counter for every target (the workspaces are
+  // shared by all of them: a per-target counter once let one target's call reuse another's queries).
+  static uint64_t next_call();
   void reserve_query_blocks(int64_t bytes);
 };
 
