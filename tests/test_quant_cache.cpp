@@ -14,7 +14,6 @@
 #include <functional>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "test_support.hpp"
@@ -417,9 +416,9 @@ INSTANTIATE_TEST_SUITE_P(Targets, QuantCacheTest, ::testing::ValuesIn(maskattn_t
 using maskattn_test::expect_argument_error;
 
 // The decode kernel keeps a call's prepared (quantized) queries in the calling thread's workspace
-// for the call's later key chunks; the workspaces are shared by every target. One thread attends
+// for the call's later key chunks; the workspaces are shared by every target. The thread attends
 // with target A, then with target B on a cache of another shape and other queries: B's result must
-// be what B gives alone, bit for bit. Call numbers once came from a counter per target, so B's call
+// be what B gives without A before it, bit for bit. Call numbers once came from a counter per target, so B's call
 // could carry the number of A's last one and read A's prepared rows (wrong results or a crash):
 // the calls below shift B's count against A's, one step per round in each direction, so that such
 // a collision happens within the rounds whenever the two counts differ by fewer (always, run alone:
@@ -448,18 +447,16 @@ TEST(QuantCacheWorkspaces, PreparedQueriesStayWithTheirCall) {
     for (Target a : targets)
       for (Target b : targets) {
         if (a == b) continue;
-        std::vector<float> alone;
-        std::thread([&] { alone = attend(second, q2, 128, b); }).join();
+        // On this thread (the WebAssembly builds without pthreads have no other).
+        const std::vector<float> alone = attend(second, q2, 128, b);
         std::string failure;
-        std::thread([&] {
-          constexpr int kRounds = 400;
-          for (int round = 0; round < 2 * kRounds && failure.empty(); ++round) {
-            attend(first, q1, 64, a);
-            if (attend(second, q2, 128, b) != alone) failure = "round " + std::to_string(round);
-            attend(round < kRounds ? second : first, round < kRounds ? q2 : q1, round < kRounds ? 128 : 64,
-                   round < kRounds ? b : a);  // one more call of B, then of A: the counts move
-          }
-        }).join();
+        constexpr int kRounds = 400;
+        for (int round = 0; round < 2 * kRounds && failure.empty(); ++round) {
+          attend(first, q1, 64, a);
+          if (attend(second, q2, 128, b) != alone) failure = "round " + std::to_string(round);
+          attend(round < kRounds ? second : first, round < kRounds ? q2 : q1, round < kRounds ? 128 : 64,
+                 round < kRounds ? b : a);  // one more call of B, then of A: the counts move
+        }
         EXPECT_TRUE(failure.empty()) << maskattn::kv_type_name(dtype) << ": " << maskattn::target_name(a) << " then "
                                      << maskattn::target_name(b) << ", " << failure;
       }
