@@ -386,6 +386,13 @@ std::vector<ConformanceRow> edge_case_rows() {
          p.causal = true;
          p.key_lengths = lengths({23});
        }},
+      {"d0_dv19_mask", "D = 0, Dv = 19 with causal, key lengths and a random mask over 41 keys (no K buffer)",
+       [](Problem& p, Rng& rng) {
+         p.dims(1, 3, 1, 4, 41, 0, 19);
+         p.causal = true;
+         p.key_lengths = lengths({30});
+         random_fill(p.full_allowed(1), rng, 0.6);
+       }},
       {"dv_lt_d", "Dv != D (Dv < D, odd sizes)",
        [](Problem& p, Rng&) { p.dims(2, 2, 2, 13, 21, 40, 7); }},
       {"dv_gt_d", "Dv != D (Dv > D, crossing several vectors)",

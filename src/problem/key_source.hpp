@@ -81,6 +81,9 @@ struct KeySource {
       base = pages[b * pages_per_seq + at / page_keys];
       off = h * s.h + (at % page_keys) * s.l;
     }
+    // D = 0 or Dv = 0: a tensor with no elements may have no buffer, and its rows are never read
+    // (no offset is added to a null pointer: UBSan, via the fuzzer, B=1 Hq=3 Lq=4 Lk=41 D=0 Dv=19).
+    if (!base) return nullptr;
     if (t == KVType::f32) return static_cast<const float*>(base) + off;
     if (t == KVType::f16) return static_cast<const uint16_t*>(base) + off;
     return static_cast<const uint8_t*>(base) + off;
