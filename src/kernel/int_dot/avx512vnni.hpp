@@ -16,6 +16,29 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
+// A query row with its block scales also laid out as the dot product's lanes take them: per pair
+// of blocks (A, B), 16 floats [dA x8, dB x8] for q8 keys, or in the q4 pair order [dA x4, dB x4,
+// dA x4, dB x4]. A key's pair then costs one vpermps for all the rows and one multiply per row,
+// where building each row's scales took a load, a multiply and a vpermps.
+struct PairScaledRow : QueryRow<int8_t> {
+  using Base = QueryRow<int8_t>;
+  const float* dpair = nullptr;
+  static int64_t bytes(int64_t nb) { return Base::bytes(nb) + (nb + 1) / 2 * 64; }
+  static PairScaledRow prepare(const uint8_t* q8row, int64_t D, int64_t nb, int32_t q8_offset, uint8_t* at,
+                               bool q4_pairs = false) {
+    PairScaledRow r;
+    static_cast<Base&>(r) = Base::prepare(q8row, D, nb, q8_offset, at, q4_pairs);
+    auto* p = reinterpret_cast<float*>(at + Base::bytes(nb));
+    for (int64_t pair = 0; 2 * pair < nb; ++pair)
+      for (int lane = 0; lane < 16; ++lane) {
+        const int64_t blk = 2 * pair + (q4_pairs ? (lane / 4) % 2 : lane / 8);
+        p[pair * 16 + lane] = blk < nb ? r.d[blk] : 0.0f;
+      }
+    r.dpair = p;
+    return r;
+  }
+};
+
 template <class Arch>
 struct QuantDot : DequantAvx2<Arch> {
   // P·V: pv_tile below, not the generic integer path (kIntegerValues: per half block, with scalar
@@ -24,7 +47,7 @@ struct QuantDot : DequantAvx2<Arch> {
   static constexpr bool kPvTile = true;
   using FArch = Arch;
   using FV = typename Simd<FArch>::V;
-  using Row = QueryRow<int8_t>;
+  using Row = PairScaledRow;
   static constexpr int32_t kQ8Offset = 128;  // keys biased to unsigned bytes: Σ (k + 128) q - 128 Σ q
   static constexpr bool kQ4PairOrder = true;  // QueryRow::prepare(..., q4_pairs)
   template <int RB, bool Q4>
@@ -45,11 +68,11 @@ struct QuantDot : DequantAvx2<Arch> {
         kv = _mm512_xor_si512(_mm512_loadu_si512(k + blk * 32), _mm512_set1_epi8(char(0x80)));
       }
       const __m128 kd = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(kscales + blk)));
+      const __m512 kd_lanes = _mm512_permutexvar_ps(pair_lanes, _mm512_castps128_ps512(kd));
       for (int r = 0; r < RB; ++r) {
         const int32_t* bias = (Q4 ? q[r]->bias4 : q[r]->bias8) + blk * 8;
         const __m512i sums = _mm512_dpbusd_epi32(_mm512_loadu_si512(bias), kv, _mm512_loadu_si512(q[r]->q + blk * 32));
-        const __m128 d = _mm_mul_ps(kd, _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r]->d + blk))));
-        const __m512 scale = _mm512_permutexvar_ps(pair_lanes, _mm512_castps128_ps512(d));
+        const __m512 scale = _mm512_mul_ps(kd_lanes, _mm512_loadu_ps(q[r]->dpair + blk * 8));
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, acc[r]);
       }
     }
