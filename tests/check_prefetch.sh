@@ -2,14 +2,16 @@
 # The decode kernel's Q·Kᵀ loops, which stream the K rows, hold prefetch instructions on every
 # target of the library given (src/kernel/simd.hpp, prefetch_row: GCC once deleted these calls
 # without a word, and the quantized decode step waited on memory for it).
-# Usage: check_prefetch.sh path/to/libmaskattn.a target... (the build's targets: each must show up).
+# Usage: [OBJDUMP=...] check_prefetch.sh path/to/libmaskattn.a target... (the build's targets: each
+# must show up; OBJDUMP: the toolchain's objdump, for a cross build).
 set -euo pipefail
 lib=${1:?usage: check_prefetch.sh path/to/libmaskattn.a target...}
 shift
 [ "$#" -gt 0 ] || { echo "no targets given"; exit 1; }
-command -v objdump >/dev/null || { echo "objdump not found (binutils)"; exit 1; }
+objdump=${OBJDUMP:-objdump}
+command -v "$objdump" >/dev/null || { echo "$objdump not found (binutils)"; exit 1; }
 # One line per target and kind of Q·Kᵀ function (float or quantized keys): its prefetch count.
-counts=$(objdump -d --no-show-raw-insn -C "$lib" | awk '
+counts=$("$objdump" -d --no-show-raw-insn -C "$lib" | awk '
   /^[0-9a-f]+ </ {
     fn = ""
     if ($0 ~ /DecodeAttention<.*>::qk_block(_quant)?</ && match($0, /maskattn::detail::[a-z0-9_]+::DecodeAttention/)) {
@@ -18,7 +20,7 @@ counts=$(objdump -d --no-show-raw-insn -C "$lib" | awk '
     }
     next
   }
-  fn != "" && /prefetch/ { seen[fn]++ }
+  fn != "" && /prefetch|prfm/ { seen[fn]++ }  # x86 prefetcht0, aarch64 prfm
   END { for (f in seen) printf "%-22s %d prefetch instructions\n", f, seen[f] }' | sort)
 echo "$counts"
 fail=0
