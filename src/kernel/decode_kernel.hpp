@@ -171,12 +171,13 @@ class DecodeAttention {
 
   // [kMaxRows] prepared rows, then D floats (a rotated row), one q8 row, and the kMaxRows QRow
   // views of the last rows prepared (reused by the next chunk of the same rows: quantize_queries).
-  int64_t query_scratch_bytes() const {
-    return kMaxRows * QRow::bytes(nb_) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D) + 64 + kMaxRows * int64_t(sizeof(QRow)) + 64;
+  int64_t saved_rows_offset() const {
+    return kMaxRows * QRow::bytes(nb_) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D) + 64;
   }
+  int64_t query_scratch_bytes() const { return saved_rows_offset() + kMaxRows * int64_t(sizeof(QRow)) + 64; }
   QRow* saved_query_rows(Workspace& ws) const {
-    uint8_t* end = ws.query_blocks.data() + query_scratch_bytes() - kMaxRows * int64_t(sizeof(QRow)) - 64;
-    return reinterpret_cast<QRow*>((reinterpret_cast<uintptr_t>(end) + 63) & ~uintptr_t(63));
+    const uint8_t* at = ws.query_blocks.data() + saved_rows_offset();  // then up to 63 bytes to a line
+    return reinterpret_cast<QRow*>((reinterpret_cast<uintptr_t>(at) + 63) & ~uintptr_t(63));
   }
   // Each row's query quantized like a q8 key (rotated first when the keys are).
   // A call's chunks of one row block run one after another on a worker (run_decode): the rows the
