@@ -404,6 +404,32 @@ TEST_P(QuantCacheTest, NaNOnlyWhereAttended) {
   }
 }
 
+// A non-finite value alone (finite keys), at head sizes whose value scales are read four blocks at
+// a time (128) and with a remainder block (160), one and four query rows per KV head: attended, its
+// block's columns are NaN (and only those, when the rest of the row is finite); masked out, the row
+// is finite.
+TEST_P(QuantCacheTest, NonFiniteValueOnlyWhereAttended) {
+  for (KVType t : {KVType::q8, KVType::q4})
+    for (int64_t D : {128, 160})
+      for (int64_t Hq : {1, 4}) {
+        const std::string name = std::string(maskattn::kv_type_name(t)) + " D=" + std::to_string(D) + " Hq=" + std::to_string(Hq);
+        Rng rng("quant/nonfinite-v/" + name);
+        KVCache cache(config(1, 1, 200, D, D, t, t));
+        std::vector<float> k = random(rng, size_t(150 * D)), v = random(rng, size_t(150 * D));
+        v[size_t(100 * D + 97)] = std::numeric_limits<float>::infinity();  // position 100, block 3
+        cache.append(maskattn::bhld(k.data(), 1, 1, 150, D), maskattn::bhld(v.data(), 1, 1, 150, D));
+        std::vector<float> q = exact_queries(rng, Hq, D), out(size_t(Hq * D));
+        maskattn::Options o = options();
+        o.window = {40, 0};  // sees positions 109..149 only
+        cache.attend(maskattn::bhld(q.data(), 1, Hq, 1, D), maskattn::bhld(out.data(), 1, Hq, 1, D), o);
+        for (float x : out) EXPECT_TRUE(std::isfinite(x)) << name;
+        cache.attend(maskattn::bhld(q.data(), 1, Hq, 1, D), maskattn::bhld(out.data(), 1, Hq, 1, D), options());
+        for (int64_t r = 0; r < Hq; ++r)
+          for (int64_t c = 0; c < D; ++c)
+            EXPECT_EQ(std::isnan(out[size_t(r * D + c)]), c >= 96 && c < 128) << name << " row " << r << " col " << c;
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, QuantCacheTest, ::testing::ValuesIn(maskattn_test::kernel_target_params()),
                          [](const ::testing::TestParamInfo<maskattn_test::KernelTarget>& info) {
                            return maskattn_test::target_label(info.param);

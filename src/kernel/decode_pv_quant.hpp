@@ -30,17 +30,12 @@ inline bool DecodeAttention<Arch>::pv_integer(const float* const* prow, float* c
     const int np = (n + kPad - 1) / kPad * kPad;
     // The tile's scales with keys in lanes; a key no row adds gets 0 (its scale may be NaN).
     alignas(16) float d[kIntegerMaxBlocks][KT + kPad];
+    bool used[KT];
     for (int j = 0; j < n; ++j) {
-      bool used = false;
-      for (int r = 0; r < R; ++r) used |= use(r, j);
-      const uint8_t* sc = v.p + j * vs + scales_at;
-      for (int64_t blk = 0; blk < nb; ++blk) {
-        float x;
-        std::memcpy(&x, sc + 4 * blk, 4);
-        if (used && !(std::fabs(x) <= std::numeric_limits<float>::max())) return false;
-        d[blk][j] = used ? x : 0.0f;
-      }
+      used[j] = false;
+      for (int r = 0; r < R; ++r) used[j] |= use(r, j);
     }
+    PV::tile_scales(v.p + scales_at, vs, n, nb, used, d[0], KT + kPad);
     for (int64_t blk = 0; blk < nb; ++blk)
       for (int j = n; j < np; ++j) d[blk][j] = 0.0f;
     alignas(16) int16_t w[R][kIntegerMaxBlocks][KT + kPad];

@@ -10,6 +10,8 @@
 
 #include <wasm_simd128.h>
 
+#include <cstring>
+
 #if defined(__wasm_relaxed_simd__)
 #include "kernel/int_dot/simd128_relaxed.hpp"
 #endif
@@ -103,22 +105,55 @@ struct Simd128Ops {
     };
     pairs(nib(a), nib(b), out);
   }
+  // The block scales of a tile's n keys, keys in lanes: d[blk * stride + j] = scale blk of key j
+  // (key j's scales at sc + j * vs), 0 for a key no row adds (`used`; its scale may be NaN). Four
+  // blocks per load, a lane store each (measured: a scalar load and store per scale was 40% of
+  // P·V once the weights were cheap). A non-finite scale of a used key needs no check here: its
+  // products p_j d_j are not finite (0 x inf is NaN), and weights() reports that.
+  static void tile_scales(const uint8_t* sc, int64_t vs, int n, int64_t nb, const bool* used, float* d, int stride) {
+    const int64_t nb4 = nb / 4 * 4;
+    for (int j = 0; j < n; ++j) {
+      const uint8_t* row = sc + j * vs;
+      const v128_t keep = wasm_i32x4_splat(used[j] ? -1 : 0);
+      for (int64_t b = 0; b < nb4; b += 4) {
+        const v128_t x = wasm_v128_and(wasm_v128_load(row + 4 * b), keep);
+        float* at = d + b * stride + j;
+        wasm_v128_store32_lane(at, x, 0);
+        wasm_v128_store32_lane(at + stride, x, 1);
+        wasm_v128_store32_lane(at + 2 * stride, x, 2);
+        wasm_v128_store32_lane(at + 3 * stride, x, 3);
+      }
+      for (int64_t b = nb4; b < nb; ++b) {
+        float x = 0.0f;
+        if (used[j]) std::memcpy(&x, row + 4 * b, 4);
+        d[b * stride + j] = x;
+      }
+    }
+  }
   // A row's weights for one block: w_j = round(p_j d_j / unit), unit = max_j |p_j d_j| / 32767, for
   // the n keys (a multiple of kWeightStep, zeros past the tile); returns unit (not finite when a
   // weight is not: the caller takes the float path then).
   static constexpr int kWeightStep = 8;
   static float weights(const float* p, const float* d, int n, int16_t* w) {
-    v128_t mx = wasm_f32x4_splat(0.0f);
+    // The largest |p_j d_j| as the integer max of the magnitudes' bits: non-negative floats order
+    // like their bit patterns, infinity and NaN above every finite value (one pmaxsd in V8, where
+    // f32x4.max costs eight instructions for its NaN rule).
+    const v128_t magnitude = wasm_i32x4_splat(0x7fffffff);
+    v128_t mx = wasm_i32x4_splat(0);
     for (int j = 0; j < n; j += 4)
-      mx = wasm_f32x4_max(mx, wasm_f32x4_abs(wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(d + j))));
-    mx = wasm_f32x4_max(mx, wasm_i32x4_shuffle(mx, mx, 2, 3, 0, 1));
-    mx = wasm_f32x4_max(mx, wasm_i32x4_shuffle(mx, mx, 1, 0, 3, 2));
+      mx = wasm_i32x4_max(mx, wasm_v128_and(wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(d + j)), magnitude));
+    mx = wasm_i32x4_max(mx, wasm_i32x4_shuffle(mx, mx, 2, 3, 0, 1));
+    mx = wasm_i32x4_max(mx, wasm_i32x4_shuffle(mx, mx, 1, 0, 3, 2));
     const float m = wasm_f32x4_extract_lane(mx, 0);
-    if (!(m <= 3.4028234663852886e38f)) return m;  // NaN propagates through f32x4.max
+    if (!(m <= 3.4028234663852886e38f)) return m;  // an infinite or NaN product
     const v128_t inv = wasm_f32x4_splat(m > 0.0f ? 32767.0f / m : 0.0f);
+    // Rounded to the nearest integer (ties to even, as f32x4.nearest) by adding 1.5 x 2^23: the
+    // sum's low mantissa bits are the integer (|x| <= 32767 < 2^22), its bits minus the constant's
+    // the int32 (f32x4.nearest and i32x4.trunc_sat_f32x4_s cost V8 about ten instructions).
+    const v128_t magic = wasm_f32x4_splat(12582912.0f);
     auto word = [&](int j) {
-      return wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_nearest(
-          wasm_f32x4_mul(wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(d + j)), inv)));
+      const v128_t x = wasm_f32x4_mul(wasm_f32x4_mul(wasm_v128_load(p + j), wasm_v128_load(d + j)), inv);
+      return wasm_i32x4_sub(wasm_f32x4_add(x, magic), magic);
     };
     for (int j = 0; j < n; j += 8) wasm_v128_store(w + j, wasm_i16x8_narrow_i32x4(word(j), word(j + 4)));
     return m / 32767.0f;
