@@ -16,9 +16,11 @@
 // (check_here(): the tier may have changed); a mode found wrong anywhere is not used again.
 //   i8x16-add  i32x4.relaxed_dot_i8x16_i7x16_add_s: 2 per block and row (the partial sums are its
 //              accumulator)
-//   i16x8      i16x8.relaxed_dot_i8x16_i7x16_s + i32x4.extadd_pairwise_i16x8_s: q4's two products
-//              are added as int16 first (|pair sums| <= 2 * 15 * 127), q8's are widened each
-//              (2 * 127 * 127 leaves no room for a second)
+//   i16x8      i16x8.relaxed_dot_i8x16_i7x16_s + i32x4.extadd_pairwise_i16x8_s, for q4 keys: the
+//              two products are added as int16 first (|pair sums| <= 2 * 15 * 127). q8 keys take
+//              the exact path in this mode: their products need widening each (2 * 127 * 127
+//              leaves no room for a second), and with the sign transfer that ran 7-11% slower
+//              than i32x4.dot_i16x8_s (Node 20, GQA and MHA decode steps)
 #pragma once
 
 #include "base/arch_namespace.hpp"
@@ -127,6 +129,7 @@ struct RelaxedIntDot {
   // acc[r * stride] += q_r · k over the nb blocks of key row k, as QuantDot::dot (Row: WithInt8Values).
   template <class FS, Mode M, int RB, bool Q4, class Row, class FV>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
+    static_assert(M == i8x16_add || (M == i16x8 && Q4), "the i16x8 form serves q4 keys (q8: the exact path)");
     FV acc[RB];  // in registers for the whole row
     for (int r = 0; r < RB; ++r) acc[r] = out[r * stride];
     for (int64_t blk = 0; blk < nb; ++blk) {
@@ -153,13 +156,10 @@ struct RelaxedIntDot {
         if constexpr (M == i8x16_add) {
           sums = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(qv[0], kv[0], sums);
           sums = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(qv[1], kv[1], sums);
-        } else if constexpr (Q4) {
+        } else {
           const v128_t p = wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(qv[0], kv[0]),
                                           wasm_i16x8_relaxed_dot_i8x16_i7x16(qv[1], kv[1]));
           sums = wasm_i32x4_add(sums, wasm_i32x4_extadd_pairwise_i16x8(p));
-        } else {
-          for (int h = 0; h < 2; ++h)
-            sums = wasm_i32x4_add(sums, wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(qv[h], kv[h])));
         }
         acc[r] = FS::fma(FV(__m128(wasm_f32x4_convert_i32x4(sums))), FS::splat(q[r]->d[blk] * kd), acc[r]);
       }
