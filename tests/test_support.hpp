@@ -139,14 +139,15 @@ inline const std::vector<KernelTarget>& kernel_target_params() {
   static const std::vector<KernelTarget> params = [] {
     std::vector<KernelTarget> v;
     for (Target t : kernel_targets())
-      for (maskattn::Kernel k : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split})
+      for (maskattn::Kernel k : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split,
+                                 maskattn::Kernel::prefill_split})
         v.push_back({t, k});
     return v;
   }();
   return params;
 }
 
-// "avx2_prefill", "sse2_decode", "simd128_decode_split".
+// "avx2_prefill", "sse2_decode", "simd128_decode_split", "avx512_prefill_split".
 inline std::string target_label(const KernelTarget& t) {
   return std::string(maskattn::target_name(t.target)) + "_" + maskattn::kernel_name(t.kernel);
 }

@@ -42,7 +42,8 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
   for (const Shape& shape : kShapes) {
     const Inputs in(shape);
     for (auto t : available_targets())
-      for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split}) {
+      for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split,
+                          maskattn::Kernel::prefill_split}) {
         const std::vector<float> one = in.run(t, kernel, 1);
         for (int threads : {2, 3, 8}) {
           maskattn::Stats stats;
@@ -52,6 +53,28 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
                                                 << maskattn::kernel_name(kernel) << ": " << threads << " threads";
         }
       }
+  }
+}
+
+// Few (batch, kv head, query block) units over many keys (speculative verification: 2 KV heads of
+// 8 rows over 2600 keys): the prefill kernel splits the keys in chunks of 512 by the shape alone,
+// so more threads than units work, with the 1-thread bits, and the split visits the same tiles
+// (Stats) as the smallest chunks of prefill_split.
+TEST(Threads, PrefillSplitsKeysWhenUnitsAreFew) {
+  const Shape shape{"verify_long_context", 1, 8, 2, 4, 2600, 32, 32, true, 0};
+  const Inputs in(shape);
+  for (auto t : available_targets()) {
+    maskattn::Stats one_stats;
+    const std::vector<float> one = in.run(t, maskattn::Kernel::prefill, 1, nullptr, &one_stats);
+    maskattn::Stats stats;
+    const std::vector<float> many = in.run(t, maskattn::Kernel::prefill, 4, nullptr, &stats);
+    EXPECT_EQ(stats.threads_used, 4) << maskattn::target_name(t) << ": 2 (b, kv head) units, 6 key chunks each";
+    EXPECT_TRUE(bitwise_equal(one, many)) << maskattn::target_name(t);
+    maskattn::Stats smallest;
+    in.run(t, maskattn::Kernel::prefill_split, 3, nullptr, &smallest);
+    EXPECT_EQ(smallest.tiles_skipped, one_stats.tiles_skipped) << maskattn::target_name(t);
+    EXPECT_EQ(smallest.tiles_full + smallest.tiles_mixed, one_stats.tiles_full + one_stats.tiles_mixed)
+        << maskattn::target_name(t);
   }
 }
 

@@ -92,6 +92,7 @@ const char* kernel_name(Kernel k) noexcept {
     case Kernel::prefill: return "prefill";
     case Kernel::decode: return "decode";
     case Kernel::decode_split: return "decode_split";
+    case Kernel::prefill_split: return "prefill_split";
   }
   return "unknown";
 }

@@ -99,6 +99,16 @@ class PrefillAttention {
     for (int64_t blk = block_begin; blk < block_end; ++blk) superblock(ws, b, hkv, blk * NB * QR);
   }
 
+  // Split-K (run_prefill): super-block `sb` of (b, hkv) over keys [key_lo, key_hi) only (key_lo a
+  // multiple of KT), leaving each row's softmax state and unnormalised output (o_stride floats a
+  // row, zeros where the chunk computed nothing) at states / o, row f0 + r at index r, for the
+  // caller to merge and finish.
+  void run_keys(Workspace& ws, int64_t b, int64_t hkv, int64_t sb, int64_t key_lo, int64_t key_hi, SoftmaxRow* states,
+                float* o, int64_t o_stride) {
+    prepare(ws, b, hkv);
+    superblock(ws, b, hkv, sb * NB * QR, Partial{key_lo, key_hi, states, o, o_stride});
+  }
+
   void reserve(Workspace& ws) const {
     const bool convert = !k_direct_ || !v_direct_;
     ws.reserve_prefill(tiles_, KT, convert ? p_.D : 0, convert ? p_.Dv : 0, p_.D, p_.Dv, NB, QR, NK);
@@ -270,7 +280,16 @@ class PrefillAttention {
 
   // ---------------------------------------------------------------- one super-block
 
-  void superblock(Workspace& ws, int64_t b, int64_t hkv, int64_t f0) {
+  // Where a split-K chunk's rows go (run_keys); none: the whole key range, rows finished here.
+  struct Partial {
+    int64_t key_lo = 0, key_hi = 0;
+    SoftmaxRow* states = nullptr;
+    float* o = nullptr;
+    int64_t o_stride = 0;
+  };
+
+  void superblock(Workspace& ws, int64_t b, int64_t hkv, int64_t f0, const Partial& part = Partial{}) {
+    const bool split = part.states != nullptr;
     Block blocks[NB];
     int n_blocks = 0;
     int64_t first = p_.Lk, last = 0;
@@ -285,11 +304,15 @@ class PrefillAttention {
       float* state = ws.row_state.data() + s * 3 * QR;  // m, l, seen
       std::fill(state, state + QR, kNegInf);
       std::fill(state + QR, state + 3 * QR, 0.0f);
-      if (p_.weights)
+      if (p_.weights && !split)  // (split: run_prefill fills them once, each chunk writes its keys)
         for (int r = 0; r < blk.n_rows; ++r) std::fill_n(weights_row(b, blk, r), p_.Lk, kNegInf);
     }
 
     int64_t visited = 0;
+    if (split) {
+      first = std::max(first, part.key_lo);
+      last = std::min(last, part.key_hi);
+    }
     if (first < last) {
       load_query_rows(ws, b, blocks, n_blocks);  // (Oᵀ needs no zeroing: a block's first P·V stores)
       const int64_t t_begin = first / KT, t_end = (last + KT - 1) / KT;
@@ -313,8 +336,42 @@ class PrefillAttention {
         }
       }
     }
-    ws.stats.tiles_skipped += tiles_ * n_blocks - visited;
-    for (int s = 0; s < n_blocks; ++s) finish_block(ws, b, blocks[s], s);
+    if (!split) {
+      ws.stats.tiles_skipped += tiles_ * n_blocks - visited;
+      for (int s = 0; s < n_blocks; ++s) finish_block(ws, b, blocks[s], s);
+      return;
+    }
+    const int64_t chunk_tiles = (part.key_hi + KT - 1) / KT - part.key_lo / KT;
+    ws.stats.tiles_skipped += chunk_tiles * n_blocks - visited;
+    for (int s = 0; s < n_blocks; ++s) export_block(ws, blocks[s], s, part);
+  }
+
+  // A split-K chunk's rows of block s: state, and the output row out of Oᵀ (zeros where the row
+  // computed nothing in the chunk: its lanes of Oᵀ may hold nothing).
+  void export_block(Workspace& ws, const Block& blk, int s, const Partial& part) const {
+    const float* state = ws.row_state.data() + s * 3 * QR;
+    const float* oT = ws.oacc.data() + s * QR * p_.Dv;
+    for (int r = 0; r < blk.n_rows; ++r) {
+      SoftmaxRow& st = part.states[blk.f0 % (NB * QR) + r];
+      st.m = state[r];
+      st.l = state[QR + r];
+      st.has_key = state[2 * QR + r] != 0.0f;
+      // A NaN score may stay out of m (softmax_group: it makes l and Oᵀ NaN instead); the merge
+      // reads a part's NaN from m.
+      if (st.l != st.l) st.m = st.l;
+      float* o = part.o + (blk.f0 % (NB * QR) + r) * part.o_stride;
+      if (st.m == kNegInf) {  // no finite score: only 0 x a NaN or infinite V (an allowed pair) counts
+        bool nan = false;
+        for (int64_t c = 0; c < p_.Dv && !blk.o_zero; ++c) nan = nan || oT[c * QR + r] != oT[c * QR + r];
+        if (!nan) {
+          std::fill_n(o, part.o_stride, 0.0f);
+          continue;
+        }
+        st.m = std::numeric_limits<float>::quiet_NaN();
+      }
+      for (int64_t c = 0; c < p_.Dv; ++c) o[c] = oT[c * QR + r];
+      std::fill(o + p_.Dv, o + part.o_stride, 0.0f);
+    }
   }
 
   // Row vectors a block of n rows computes: 1, 2 (when RV > 2) or RV.

@@ -55,64 +55,12 @@ int decode_max_rows(const Problem& p) {
 template <class Arch>
 bool use_decode(const Problem& p) {
   if (p.kernel == Kernel::decode || p.kernel == Kernel::decode_split) return true;
-  if (p.kernel == Kernel::prefill) return false;
+  if (p.kernel == Kernel::prefill || p.kernel == Kernel::prefill_split) return false;
   return p.group * p.Lq <= decode_max_rows<Arch>(p);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Prefill: units are (batch, kv head, run of query super-blocks). All of a call's (batch, kv head)
-// pairs are one job: an encoder batch of 16 sentences x 12 heads is 192 units, not 16.
-// ---------------------------------------------------------------------------------------------
-
-// Batches in the order their units are handed out: longest key length first when the lengths
-// differ (a padded batch of sentences), so the last units taken are the cheap ones and the
-// threads finish together (longest-processing-time-first). Only who computes a unit changes,
-// never how, so results stay the same bits.
-inline std::vector<int64_t> batches_longest_first(const Problem& p) {
-  std::vector<int64_t> order(size_t(p.B));
-  for (int64_t b = 0; b < p.B; ++b) order[size_t(b)] = b;
-  if (p.key_lengths)
-    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return p.key_length(x) > p.key_length(y); });
-  return order;
-}
-
-template <class Arch>
-void run_prefill(const Problem& p) {
-  using Prefill = PrefillAttention<Arch>;
-  const int64_t blocks = Prefill::query_blocks(p.group * p.Lq);  // a kv head's rows: its query heads stacked
-  const int64_t heads = p.B * p.Hkv;
-  const int threads = threads_that_pay(p, false, heads * blocks);
-  // More units than threads so a causal problem's uneven blocks balance out.
-  const int64_t chunks = threads > 1 ? std::min<int64_t>(blocks, (4 * threads + heads - 1) / heads) : 1;
-  const int64_t per_chunk = (blocks + chunks - 1) / chunks;
-
-  WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
-  for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
-  std::vector<int64_t> order;
-  if (threads > 1) order = batches_longest_first(p);
-
-  parallel_for(p.executor, threads, heads * chunks, [&](int worker, int64_t unit) {
-    const int64_t head = unit / chunks, chunk = unit % chunks;
-    const int64_t b = order.empty() ? head / p.Hkv : order[size_t(head / p.Hkv)];
-    const int64_t begin = chunk * per_chunk, end = std::min(blocks, begin + per_chunk);
-    if (begin < end) Prefill(p).run(workspaces[worker], b, head % p.Hkv, begin, end);
-  });
-  if (p.stats) {
-    for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
-    p.stats->threads_used = std::max(p.stats->threads_used, threads);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Decode: units are (batch, kv head, block of group rows, key chunk). Key chunks (split-K) depend
-// only on the problem, so the split is the same whatever the thread count: they cover the keys
-// any row may attend, cut every kChunkKeys keys (the decode kernel cuts its tiles where rows stop
-// being consecutive in memory: a ring's wrap, a page's end). Each chunk leaves (max, sum, unnormalised output) per row, and whoever finishes a row
-// block's last chunk merges its chunks in chunk order, rescaling each by e^(m_i - M), and writes
-// the rows.
-// ---------------------------------------------------------------------------------------------
-
-// Start of each chunk, and the end of the last.
+// Key chunks (split-K, both kernels): the start of each chunk, and the end of the last. They cover
+// the keys any row may attend, aligned to chunk_keys, so they depend on the problem alone.
 inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
   int64_t lo = p.Lk, hi = 0;  // the keys any row may attend
   for (int64_t b = 0; b < p.B; ++b)
@@ -136,6 +84,137 @@ inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
   bounds.push_back(hi);
   return bounds;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Prefill: units are (batch, kv head, run of query super-blocks). All of a call's (batch, kv head)
+// pairs are one job: an encoder batch of 16 sentences x 12 heads is 192 units, not 16.
+// ---------------------------------------------------------------------------------------------
+
+// Batches in the order their units are handed out: longest key length first when the lengths
+// differ (a padded batch of sentences), so the last units taken are the cheap ones and the
+// threads finish together (longest-processing-time-first). Only who computes a unit changes,
+// never how, so results stay the same bits.
+inline std::vector<int64_t> batches_longest_first(const Problem& p) {
+  std::vector<int64_t> order(size_t(p.B));
+  for (int64_t b = 0; b < p.B; ++b) order[size_t(b)] = b;
+  if (p.key_lengths)
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return p.key_length(x) > p.key_length(y); });
+  return order;
+}
+
+// Split-K for the prefill kernel: a call of fewer (batch, kv head, super-block) units than this
+// (speculative verification of a few tokens over a long context, one long sequence of few heads)
+// also cuts its keys into chunks of kPrefillChunkKeys, so that a many-core machine has work for
+// every core (measured on 16 cores: #9, 8 units, used 8 threads). Decided by the shape alone.
+constexpr int64_t kPrefillMinUnits = 16;
+constexpr int64_t kPrefillChunkKeys = 512;
+
+template <class Arch>
+void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds);
+
+template <class Arch>
+void run_prefill(const Problem& p) {
+  using Prefill = PrefillAttention<Arch>;
+  const int64_t blocks = Prefill::query_blocks(p.group * p.Lq);  // a kv head's rows: its query heads stacked
+  const int64_t heads = p.B * p.Hkv;
+  if (p.kernel == Kernel::prefill_split || heads * blocks < kPrefillMinUnits) {
+    const std::vector<int64_t> bounds = key_chunks(p, p.kernel == Kernel::prefill_split ? Prefill::KT : kPrefillChunkKeys);
+    if (bounds.size() > 2) return run_prefill_split<Arch>(p, bounds);
+  }
+  const int threads = threads_that_pay(p, false, heads * blocks);
+  // More units than threads so a causal problem's uneven blocks balance out.
+  const int64_t chunks = threads > 1 ? std::min<int64_t>(blocks, (4 * threads + heads - 1) / heads) : 1;
+  const int64_t per_chunk = (blocks + chunks - 1) / chunks;
+
+  WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
+  for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
+  std::vector<int64_t> order;
+  if (threads > 1) order = batches_longest_first(p);
+
+  parallel_for(p.executor, threads, heads * chunks, [&](int worker, int64_t unit) {
+    const int64_t head = unit / chunks, chunk = unit % chunks;
+    const int64_t b = order.empty() ? head / p.Hkv : order[size_t(head / p.Hkv)];
+    const int64_t begin = chunk * per_chunk, end = std::min(blocks, begin + per_chunk);
+    if (begin < end) Prefill(p).run(workspaces[worker], b, head % p.Hkv, begin, end);
+  });
+  if (p.stats) {
+    for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
+    p.stats->threads_used = std::max(p.stats->threads_used, threads);
+  }
+}
+
+// Units (batch, kv head, super-block, key chunk); the last chunk of a (head, super-block) to finish
+// merges them in chunk order (as run_decode) and writes the rows.
+template <class Arch>
+void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
+  using Prefill = PrefillAttention<Arch>;
+  constexpr int64_t kRows = Prefill::NB * Prefill::QR;  // rows of a super-block
+  const int64_t rows = p.group * p.Lq;
+  const int64_t blocks = Prefill::query_blocks(rows), chunks = int64_t(bounds.size()) - 1;
+  const int64_t groups = p.B * p.Hkv * blocks;  // a group = one super-block of one kv head
+  const int threads = threads_that_pay(p, false, groups * chunks);
+  const int64_t o_stride = (p.Dv + 15) / 16 * 16;
+
+  WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
+  for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
+  Workspace& shared = workspaces[0];
+  const int64_t slots = groups * chunks * kRows;
+  shared.reserve_partials(slots * o_stride, slots);
+  SoftmaxRow* states = shared.partial_states.data();
+  float* partial_o = shared.partial_o.data();
+  std::unique_ptr<std::atomic<int32_t>[]> remaining(new std::atomic<int32_t>[size_t(groups)]);
+  for (int64_t g = 0; g < groups; ++g) remaining[size_t(g)].store(int32_t(chunks));
+  // Weights rows hold logits until the rows are finished; keys no chunk computes stay -inf (0).
+  if (p.weights) std::fill(p.weights, p.weights + p.B * p.Hq * p.Lq * p.Lk, kNegInf);
+
+  parallel_for(p.executor, threads, groups * chunks, [&](int worker, int64_t unit) {
+    Workspace& ws = workspaces[worker];
+    const int64_t g = unit / chunks, c = unit % chunks;
+    const int64_t head = g / blocks, sb = g % blocks;
+    const int64_t b = head / p.Hkv, hkv = head % p.Hkv;
+    Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], states + unit * kRows,
+                        partial_o + unit * kRows * o_stride, o_stride);
+    if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    const int64_t r0 = sb * kRows, r1 = std::min(rows, r0 + kRows);
+    SoftmaxRow* st = states + g * chunks * kRows;
+    float* o = partial_o + g * chunks * kRows * o_stride;
+    for (int64_t part = 1; part < chunks; ++part)
+      for (int64_t r = 0; r < r1 - r0; ++r)
+        OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * kRows + r], o + (part * kRows + r) * o_stride, o_stride);
+    bool mean_ready = false;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t h = hkv * p.group + r / p.Lq, i = r % p.Lq;
+      float* w = p.weights ? p.weights + ((b * p.Hq + h) * p.Lq + i) * p.Lk : nullptr;
+      write_row_result<Arch>(p, b, h, i, st[r - r0], o + (r - r0) * o_stride, w, [&]() -> const float* {
+        if (!mean_ready) mean_of_values(p, b, hkv, ws.mean_v.data());
+        mean_ready = true;
+        return ws.mean_v.data();
+      });
+    }
+  });
+  if (p.stats) {
+    for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
+    p.stats->threads_used = std::max(p.stats->threads_used, threads);
+    // Tiles outside every chunk (keys no row may attend) were skipped without a visit.
+    const int64_t tiles = (p.Lk + Prefill::KT - 1) / Prefill::KT;
+    int64_t in_chunks = 0;
+    for (int64_t c = 0; c < chunks; ++c)
+      in_chunks += (bounds[size_t(c) + 1] + Prefill::KT - 1) / Prefill::KT - bounds[size_t(c)] / Prefill::KT;
+    int64_t block_count = 0;  // query blocks (of QR rows) of every super-block
+    for (int64_t sb = 0; sb < blocks; ++sb)
+      block_count += (std::min(rows, (sb + 1) * kRows) - sb * kRows + Prefill::QR - 1) / Prefill::QR;
+    p.stats->tiles_skipped += p.B * p.Hkv * block_count * std::max<int64_t>(0, tiles - in_chunks);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode: units are (batch, kv head, block of group rows, key chunk). Key chunks (split-K) depend
+// only on the problem, so the split is the same whatever the thread count: they cover the keys
+// any row may attend, cut every kChunkKeys keys (the decode kernel cuts its tiles where rows stop
+// being consecutive in memory: a ring's wrap, a page's end). Each chunk leaves (max, sum, unnormalised output) per row, and whoever finishes a row
+// block's last chunk merges its chunks in chunk order, rescaling each by e^(m_i - M), and writes
+// the rows.
+// ---------------------------------------------------------------------------------------------
 
 template <class Arch>
 void run_decode(const Problem& p) {

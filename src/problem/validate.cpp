@@ -391,8 +391,8 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
   p.executor = o.executor;
   // Options::target is the dispatch layer's to check (dispatch/targets.hpp resolve_target).
   if (o.kernel != Kernel::automatic && o.kernel != Kernel::prefill && o.kernel != Kernel::decode &&
-      o.kernel != Kernel::decode_split)
-    fail_type("kernel", cat("must be automatic, prefill, decode or decode_split, given ", int(o.kernel)));
+      o.kernel != Kernel::decode_split && o.kernel != Kernel::prefill_split)
+    fail_type("kernel", cat("must be automatic, prefill, decode, decode_split or prefill_split, given ", int(o.kernel)));
   p.kernel = o.kernel;
   p.stats = o.stats;
 

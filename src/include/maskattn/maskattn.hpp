@@ -185,6 +185,7 @@ enum class Kernel {
   prefill,       // query rows in vector lanes x key groups, scores in registers, K/V read in place
   decode,        // few rows per group: K/V read once in place, keys split across threads
   decode_split,  // decode with the keys always split into the smallest chunks (tests the merge)
+  prefill_split, // prefill with the keys always split into the smallest chunks (tests the merge)
 };
 
 // Sliding window around the diagonal: d(i) - left <= j <= d(i) + right; -1 = unbounded side.
