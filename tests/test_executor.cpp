@@ -182,7 +182,8 @@ TEST(Executor, BitwiseEqualToBuiltinPool) {
   for (const Shape& shape : kShapes) {
     const Problem p(shape);
     for (auto t : targets())
-      for (auto kernel : {maskattn::Kernel::automatic, maskattn::Kernel::prefill, maskattn::Kernel::decode_split})
+      for (auto kernel : {maskattn::Kernel::automatic, maskattn::Kernel::prefill, maskattn::Kernel::decode_split,
+                          maskattn::Kernel::prefill_split})
         for (int threads : {1, 2, 3, 8}) {
           maskattn::Stats builtin_stats;
           const std::vector<float> expected = p.run(t, kernel, threads, &maskattn::builtin_executor(), &builtin_stats);

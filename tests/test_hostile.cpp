@@ -776,7 +776,8 @@ TEST(Hostile, ValidProblemsReadOnlyTheirTensors) {
               const auto vv = maskattn::bhld<const float>(v.data(), B, H, Lk, Dv, int64_t(v.size()));
               const auto ref = maskattn::reference_attention(qv, kv, vv, opt);
               for (auto t : targets)
-                for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split}) {
+                for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split,
+                                    maskattn::Kernel::prefill_split}) {
                   opt.target = t;
                   opt.kernel = kernel;
                   maskattn::attention(qv, kv, vv, maskattn::bhld(o.data(), B, H, Lq, Dv, int64_t(o.size())), opt);

@@ -57,7 +57,7 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
 }
 
 // Few (batch, kv head, query block) units over many keys (speculative verification: 2 KV heads of
-// 8 rows over 2600 keys): the prefill kernel splits the keys in chunks of 512 by the shape alone,
+// 16 rows, 4 query heads x 4 tokens, over 2600 keys): the prefill kernel splits the keys in chunks of 512 by the shape alone,
 // so more threads than units work, with the 1-thread bits, and the split visits the same tiles
 // (Stats) as the smallest chunks of prefill_split.
 TEST(Threads, PrefillSplitsKeysWhenUnitsAreFew) {

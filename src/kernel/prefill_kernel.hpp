@@ -367,7 +367,10 @@ class PrefillAttention {
           std::fill_n(o, part.o_stride, 0.0f);
           continue;
         }
-        st.m = std::numeric_limits<float>::quiet_NaN();
+        // The NaN reaches the output through the merge (weight e^(m - M) = 0 times NaN) while l,
+        // lse and the weights stay those of the other chunks, as in one pass (m = -inf would be
+        // skipped, NaN would spoil them).
+        st.m = -std::numeric_limits<float>::max();
       }
       for (int64_t c = 0; c < p_.Dv; ++c) o[c] = oT[c * QR + r];
       std::fill(o + p_.Dv, o + part.o_stride, 0.0f);

@@ -108,6 +108,7 @@ inline std::vector<int64_t> batches_longest_first(const Problem& p) {
 // every core (measured on 16 cores: #9, 8 units, used 8 threads). Decided by the shape alone.
 constexpr int64_t kPrefillMinUnits = 16;
 constexpr int64_t kPrefillChunkKeys = 512;
+constexpr int64_t kPrefillMaxChunks = 32;
 
 template <class Arch>
 void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds);
@@ -118,7 +119,11 @@ void run_prefill(const Problem& p) {
   const int64_t blocks = Prefill::query_blocks(p.group * p.Lq);  // a kv head's rows: its query heads stacked
   const int64_t heads = p.B * p.Hkv;
   if (p.kernel == Kernel::prefill_split || heads * blocks < kPrefillMinUnits) {
-    const std::vector<int64_t> bounds = key_chunks(p, p.kernel == Kernel::prefill_split ? Prefill::KT : kPrefillChunkKeys);
+    // At most about kPrefillMaxChunks chunks (longer ones for long keys): the partial rows, held
+    // until merged, stay a few times the output.
+    const int64_t per_chunk = (p.Lk + kPrefillChunkKeys * kPrefillMaxChunks - 1) / (kPrefillChunkKeys * kPrefillMaxChunks);
+    const std::vector<int64_t> bounds =
+        key_chunks(p, p.kernel == Kernel::prefill_split ? Prefill::KT : kPrefillChunkKeys * std::max<int64_t>(1, per_chunk));
     if (bounds.size() > 2) return run_prefill_split<Arch>(p, bounds);
   }
   const int threads = threads_that_pay(p, false, heads * blocks);
@@ -150,6 +155,7 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
   using Prefill = PrefillAttention<Arch>;
   constexpr int64_t kRows = Prefill::NB * Prefill::QR;  // rows of a super-block
   const int64_t rows = p.group * p.Lq;
+  const int64_t slot_rows = std::min(kRows, rows);  // a unit's partial rows
   const int64_t blocks = Prefill::query_blocks(rows), chunks = int64_t(bounds.size()) - 1;
   const int64_t groups = p.B * p.Hkv * blocks;  // a group = one super-block of one kv head
   const int threads = threads_that_pay(p, false, groups * chunks);
@@ -158,7 +164,7 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
   WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
   for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
   Workspace& shared = workspaces[0];
-  const int64_t slots = groups * chunks * kRows;
+  const int64_t slots = groups * chunks * slot_rows;
   shared.reserve_partials(slots * o_stride, slots);
   SoftmaxRow* states = shared.partial_states.data();
   float* partial_o = shared.partial_o.data();
@@ -172,15 +178,16 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
     const int64_t g = unit / chunks, c = unit % chunks;
     const int64_t head = g / blocks, sb = g % blocks;
     const int64_t b = head / p.Hkv, hkv = head % p.Hkv;
-    Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], states + unit * kRows,
-                        partial_o + unit * kRows * o_stride, o_stride);
+    Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], states + unit * slot_rows,
+                        partial_o + unit * slot_rows * o_stride, o_stride);
     if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     const int64_t r0 = sb * kRows, r1 = std::min(rows, r0 + kRows);
-    SoftmaxRow* st = states + g * chunks * kRows;
-    float* o = partial_o + g * chunks * kRows * o_stride;
+    SoftmaxRow* st = states + g * chunks * slot_rows;
+    float* o = partial_o + g * chunks * slot_rows * o_stride;
     for (int64_t part = 1; part < chunks; ++part)
       for (int64_t r = 0; r < r1 - r0; ++r)
-        OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * kRows + r], o + (part * kRows + r) * o_stride, o_stride);
+        OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * slot_rows + r], o + (part * slot_rows + r) * o_stride,
+                                   o_stride);
     bool mean_ready = false;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = hkv * p.group + r / p.Lq, i = r % p.Lq;
