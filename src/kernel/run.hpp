@@ -102,6 +102,28 @@ inline std::vector<int64_t> batches_longest_first(const Problem& p) {
   return order;
 }
 
+// Split-K's last step, both kernels: rows [r0, r1) of (b, hkv) held as `chunks` parts of
+// part_rows rows (states st, unnormalised outputs o, o_stride floats a row), merged into the first
+// part in chunk order, then written (output, lse, weights: write_row_result).
+template <class Arch>
+void merge_and_write_rows(const Problem& p, Workspace& ws, int64_t b, int64_t hkv, int64_t r0, int64_t r1, int64_t chunks,
+                          int64_t part_rows, SoftmaxRow* st, float* o, int64_t o_stride) {
+  for (int64_t part = 1; part < chunks; ++part)
+    for (int64_t r = 0; r < r1 - r0; ++r)
+      OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * part_rows + r], o + (part * part_rows + r) * o_stride,
+                                 o_stride);
+  bool mean_ready = false;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t h = hkv * p.group + r / p.Lq, i = r % p.Lq;
+    float* w = p.weights ? p.weights + ((b * p.Hq + h) * p.Lq + i) * p.Lk : nullptr;
+    write_row_result<Arch>(p, b, h, i, st[r - r0], o + (r - r0) * o_stride, w, [&]() -> const float* {
+      if (!mean_ready) mean_of_values(p, b, hkv, ws.mean_v.data());
+      mean_ready = true;
+      return ws.mean_v.data();
+    });
+  }
+}
+
 // Split-K for the prefill kernel: a call of fewer (batch, kv head, super-block) units than this
 // (speculative verification of a few tokens over a long context, one long sequence of few heads)
 // also cuts its keys into chunks of kPrefillChunkKeys, so that a many-core machine has work for
@@ -181,23 +203,8 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
     Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], states + unit * slot_rows,
                         partial_o + unit * slot_rows * o_stride, o_stride);
     if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    const int64_t r0 = sb * kRows, r1 = std::min(rows, r0 + kRows);
-    SoftmaxRow* st = states + g * chunks * slot_rows;
-    float* o = partial_o + g * chunks * slot_rows * o_stride;
-    for (int64_t part = 1; part < chunks; ++part)
-      for (int64_t r = 0; r < r1 - r0; ++r)
-        OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * slot_rows + r], o + (part * slot_rows + r) * o_stride,
-                                   o_stride);
-    bool mean_ready = false;
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t h = hkv * p.group + r / p.Lq, i = r % p.Lq;
-      float* w = p.weights ? p.weights + ((b * p.Hq + h) * p.Lq + i) * p.Lk : nullptr;
-      write_row_result<Arch>(p, b, h, i, st[r - r0], o + (r - r0) * o_stride, w, [&]() -> const float* {
-        if (!mean_ready) mean_of_values(p, b, hkv, ws.mean_v.data());
-        mean_ready = true;
-        return ws.mean_v.data();
-      });
-    }
+    merge_and_write_rows<Arch>(p, ws, b, hkv, sb * kRows, std::min(rows, (sb + 1) * kRows), chunks, slot_rows,
+                               states + g * chunks * slot_rows, partial_o + g * chunks * slot_rows * o_stride, o_stride);
   });
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
@@ -273,21 +280,8 @@ void run_decode(const Problem& p) {
       if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       st = states + g * chunks * Decode::kMaxRows;
       o = partial_o + g * chunks * Decode::kMaxRows * o_stride;
-      for (int64_t part = 1; part < chunks; ++part)
-        for (int64_t r = 0; r < r1 - r0; ++r)
-          OnlineSoftmax<Arch>::merge(st[r], o + r * o_stride, st[part * Decode::kMaxRows + r],
-                                     o + (part * Decode::kMaxRows + r) * o_stride, o_stride);
     }
-    bool mean_ready = false;
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t h = hkv * p.group + r / p.Lq, i = r % p.Lq;
-      float* w = p.weights ? p.weights + ((b * p.Hq + h) * p.Lq + i) * p.Lk : nullptr;
-      write_row_result<Arch>(p, b, h, i, st[r - r0], o + (r - r0) * o_stride, w, [&]() -> const float* {
-        if (!mean_ready) mean_of_values(p, b, hkv, ws.mean_v.data());
-        mean_ready = true;
-        return ws.mean_v.data();
-      });
-    }
+    merge_and_write_rows<Arch>(p, ws, b, hkv, r0, r1, chunks, Decode::kMaxRows, st, o, o_stride);
   });
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
