@@ -102,6 +102,28 @@ inline std::vector<int64_t> batches_longest_first(const Problem& p) {
   return order;
 }
 
+// Split-K's shared state, both kernels: every unit's partial rows (part_rows states and output
+// rows a unit, in the workspace `shared`), one countdown per group, and the weights rows set to
+// -inf (they hold logits until the rows are finished; keys no chunk computes stay -inf, so 0).
+struct SplitPartials {
+  SoftmaxRow* states = nullptr;
+  float* o = nullptr;
+  std::unique_ptr<std::atomic<int32_t>[]> remaining;
+  SplitPartials(const Problem& p, Workspace& shared, int64_t groups, int64_t chunks, int64_t part_rows, int64_t o_stride) {
+    const int64_t slots = chunks > 1 ? groups * chunks * part_rows : 0;
+    shared.reserve_partials(slots * o_stride, slots);
+    states = shared.partial_states.data();
+    o = shared.partial_o.data();
+    if (chunks > 1) {
+      remaining.reset(new std::atomic<int32_t>[size_t(groups)]);
+      for (int64_t g = 0; g < groups; ++g) remaining[size_t(g)].store(int32_t(chunks));
+    }
+    if (p.weights) std::fill(p.weights, p.weights + p.B * p.Hq * p.Lq * p.Lk, kNegInf);
+  }
+  // Whether the calling unit finished the last chunk of group g (it then merges them all).
+  bool last_of(int64_t g) { return remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) == 1; }
+};
+
 // Split-K's last step, both kernels: rows [r0, r1) of (b, hkv) held as `chunks` parts of
 // part_rows rows (states st, unnormalised outputs o, o_stride floats a row), merged into the first
 // part in chunk order, then written (output, lse, weights: write_row_result).
@@ -185,26 +207,18 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
 
   WorkspacePool& workspaces = WorkspacePool::for_this_thread(threads);
   for (int w = 0; w < threads; ++w) Prefill(p).reserve(workspaces[w]);
-  Workspace& shared = workspaces[0];
-  const int64_t slots = groups * chunks * slot_rows;
-  shared.reserve_partials(slots * o_stride, slots);
-  SoftmaxRow* states = shared.partial_states.data();
-  float* partial_o = shared.partial_o.data();
-  std::unique_ptr<std::atomic<int32_t>[]> remaining(new std::atomic<int32_t>[size_t(groups)]);
-  for (int64_t g = 0; g < groups; ++g) remaining[size_t(g)].store(int32_t(chunks));
-  // Weights rows hold logits until the rows are finished; keys no chunk computes stay -inf (0).
-  if (p.weights) std::fill(p.weights, p.weights + p.B * p.Hq * p.Lq * p.Lk, kNegInf);
+  SplitPartials parts(p, workspaces[0], groups, chunks, slot_rows, o_stride);
 
   parallel_for(p.executor, threads, groups * chunks, [&](int worker, int64_t unit) {
     Workspace& ws = workspaces[worker];
     const int64_t g = unit / chunks, c = unit % chunks;
     const int64_t head = g / blocks, sb = g % blocks;
     const int64_t b = head / p.Hkv, hkv = head % p.Hkv;
-    Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], states + unit * slot_rows,
-                        partial_o + unit * slot_rows * o_stride, o_stride);
-    if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], parts.states + unit * slot_rows,
+                        parts.o + unit * slot_rows * o_stride, o_stride);
+    if (!parts.last_of(g)) return;
     merge_and_write_rows<Arch>(p, ws, b, hkv, sb * kRows, std::min(rows, (sb + 1) * kRows), chunks, slot_rows,
-                               states + g * chunks * slot_rows, partial_o + g * chunks * slot_rows * o_stride, o_stride);
+                               parts.states + g * chunks * slot_rows, parts.o + g * chunks * slot_rows * o_stride, o_stride);
   });
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
@@ -250,19 +264,7 @@ void run_decode(const Problem& p) {
     workspaces[w].call = call;
   }
   const int64_t o_stride = shape.output_stride();
-  // Partial results of every unit (only when split), and one countdown per group.
-  Workspace& shared = workspaces[0];
-  const int64_t slots = chunks > 1 ? groups * chunks * Decode::kMaxRows : 0;
-  shared.reserve_partials(slots * o_stride, slots);
-  std::unique_ptr<std::atomic<int32_t>[]> remaining;
-  if (chunks > 1) {
-    remaining.reset(new std::atomic<int32_t>[size_t(groups)]);
-    for (int64_t g = 0; g < groups; ++g) remaining[size_t(g)].store(int32_t(chunks));
-  }
-  SoftmaxRow* states = shared.partial_states.data();
-  float* partial_o = shared.partial_o.data();
-  // Weights rows hold logits until the rows are finished; keys no chunk computes stay -inf (0).
-  if (p.weights) std::fill(p.weights, p.weights + p.B * p.Hq * p.Lq * p.Lk, kNegInf);
+  SplitPartials parts(p, workspaces[0], groups, chunks, Decode::kMaxRows, o_stride);  // (none unless split)
 
   parallel_for(p.executor, threads, groups * chunks, [&](int worker, int64_t unit) {
     Workspace& ws = workspaces[worker];
@@ -272,14 +274,13 @@ void run_decode(const Problem& p) {
     const int64_t r0 = rb * Decode::kMaxRows, r1 = std::min(rows, r0 + Decode::kMaxRows);
     Decode kernel(p);
     SoftmaxRow local[Decode::kMaxRows];
-    SoftmaxRow* st = chunks > 1 ? states + unit * Decode::kMaxRows : local;
-    float* o = chunks > 1 ? partial_o + unit * Decode::kMaxRows * o_stride : ws.oacc.data();
+    SoftmaxRow* st = chunks > 1 ? parts.states + unit * Decode::kMaxRows : local;
+    float* o = chunks > 1 ? parts.o + unit * Decode::kMaxRows * o_stride : ws.oacc.data();
     kernel.run(ws, b, hkv, r0, r1, bounds[size_t(c)], bounds[size_t(c) + 1], st, o);
     if (chunks > 1) {
-      // The last chunk of the group to finish merges all of them, in chunk order.
-      if (remaining[size_t(g)].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-      st = states + g * chunks * Decode::kMaxRows;
-      o = partial_o + g * chunks * Decode::kMaxRows * o_stride;
+      if (!parts.last_of(g)) return;
+      st = parts.states + g * chunks * Decode::kMaxRows;
+      o = parts.o + g * chunks * Decode::kMaxRows * o_stride;
     }
     merge_and_write_rows<Arch>(p, ws, b, hkv, r0, r1, chunks, Decode::kMaxRows, st, o, o_stride);
   });
