@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "maskattn/maskattn.hpp"
+#include "test_support.hpp"
 #include "thread_cases.hpp"
 
 namespace {
@@ -76,6 +77,25 @@ TEST(Threads, PrefillSplitsKeysWhenUnitsAreFew) {
     EXPECT_EQ(smallest.tiles_full + smallest.tiles_mixed, one_stats.tiles_full + one_stats.tiles_mixed)
         << maskattn::target_name(t);
   }
+}
+
+// Past 16,384 keys both kernels cut longer chunks (at most about 32 a group, so the partial rows
+// held until the merge stay small): 20,000 keys give chunks of 1,024. Both match the float64
+// reference, and 3 threads give the 1-thread bits.
+TEST(Threads, VeryLongKeysSplitInLongerChunks) {
+  const Shape shape{"very_long_keys", 1, 4, 1, 1, 20000, 16, 16, true, 0};
+  const Inputs in(shape);
+  const maskattn_test::CaseReferences ref = in.c.run_reference(in.inputs, {maskattn_test::DOrder::reversed});
+  ASSERT_TRUE(ref.ok);
+  for (auto t : available_targets())
+    for (auto kernel : {maskattn::Kernel::decode, maskattn::Kernel::prefill}) {
+      SCOPED_TRACE(std::string(maskattn::target_name(t)) + " " + maskattn::kernel_name(kernel));
+      maskattn::Stats stats;
+      const maskattn_test::CaseRun one = in.c.run_kernel(in.inputs, in.options(t, kernel, 1, nullptr, &stats));
+      EXPECT_TRUE(maskattn_test::compare_to_reference("O", one.out.dense(), ref.fp64.out, ref.fp32.out,
+                                                      {1, 4, 1, 16}, maskattn_test::Tolerance{}));
+      EXPECT_TRUE(bitwise_equal(in.run(t, kernel, 1), in.run(t, kernel, 3)));
+    }
 }
 
 // Many short (batch, head) problems in one call, the encoder shape (sentence embeddings: 16

@@ -85,6 +85,14 @@ inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
   return bounds;
 }
 
+// Chunk length for split-K: `base` keys, or a multiple of it past kMaxSplitChunks x base keys, so
+// that a group has at most about kMaxSplitChunks chunks: their partial rows, held until merged,
+// stay a few times the output (a 128K-key decode step would otherwise hold 256 chunks of them).
+constexpr int64_t kMaxSplitChunks = 32;
+inline int64_t split_chunk_keys(const Problem& p, int64_t base) {
+  return base * std::max<int64_t>(1, (p.Lk + base * kMaxSplitChunks - 1) / (base * kMaxSplitChunks));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Prefill: units are (batch, kv head, run of query super-blocks). All of a call's (batch, kv head)
 // pairs are one job: an encoder batch of 16 sentences x 12 heads is 192 units, not 16.
@@ -152,7 +160,6 @@ void merge_and_write_rows(const Problem& p, Workspace& ws, int64_t b, int64_t hk
 // every core (measured on 16 cores: #9, 8 units, used 8 threads). Decided by the shape alone.
 constexpr int64_t kPrefillMinUnits = 16;
 constexpr int64_t kPrefillChunkKeys = 512;
-constexpr int64_t kPrefillMaxChunks = 32;
 
 template <class Arch>
 void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds);
@@ -163,11 +170,8 @@ void run_prefill(const Problem& p) {
   const int64_t blocks = Prefill::query_blocks(p.group * p.Lq);  // a kv head's rows: its query heads stacked
   const int64_t heads = p.B * p.Hkv;
   if (p.kernel == Kernel::prefill_split || heads * blocks < kPrefillMinUnits) {
-    // At most about kPrefillMaxChunks chunks (longer ones for long keys): the partial rows, held
-    // until merged, stay a few times the output.
-    const int64_t per_chunk = (p.Lk + kPrefillChunkKeys * kPrefillMaxChunks - 1) / (kPrefillChunkKeys * kPrefillMaxChunks);
     const std::vector<int64_t> bounds =
-        key_chunks(p, p.kernel == Kernel::prefill_split ? Prefill::KT : kPrefillChunkKeys * std::max<int64_t>(1, per_chunk));
+        key_chunks(p, p.kernel == Kernel::prefill_split ? Prefill::KT : split_chunk_keys(p, kPrefillChunkKeys));
     if (bounds.size() > 2) return run_prefill_split<Arch>(p, bounds);
   }
   const int threads = threads_that_pay(p, false, heads * blocks);
@@ -249,7 +253,7 @@ void run_decode(const Problem& p) {
   using Decode = DecodeAttention<Arch>;
   constexpr int64_t kChunkKeys = 512;  // a few hundred keys: the merge is noise next to the chunk
   const std::vector<int64_t> bounds =
-      key_chunks(p, p.kernel == Kernel::decode_split ? Decode::KT : kChunkKeys);
+      key_chunks(p, p.kernel == Kernel::decode_split ? Decode::KT : split_chunk_keys(p, kChunkKeys));
   const int64_t chunks = int64_t(bounds.size()) - 1;
   const int64_t rows = p.group * p.Lq;
   const int64_t row_blocks = (rows + Decode::kMaxRows - 1) / Decode::kMaxRows;
@@ -264,7 +268,8 @@ void run_decode(const Problem& p) {
     workspaces[w].call = call;
   }
   const int64_t o_stride = shape.output_stride();
-  SplitPartials parts(p, workspaces[0], groups, chunks, Decode::kMaxRows, o_stride);  // (none unless split)
+  const int64_t part_rows = std::min<int64_t>(Decode::kMaxRows, rows);  // a unit's partial rows
+  SplitPartials parts(p, workspaces[0], groups, chunks, part_rows, o_stride);  // (none unless split)
 
   parallel_for(p.executor, threads, groups * chunks, [&](int worker, int64_t unit) {
     Workspace& ws = workspaces[worker];
@@ -274,15 +279,15 @@ void run_decode(const Problem& p) {
     const int64_t r0 = rb * Decode::kMaxRows, r1 = std::min(rows, r0 + Decode::kMaxRows);
     Decode kernel(p);
     SoftmaxRow local[Decode::kMaxRows];
-    SoftmaxRow* st = chunks > 1 ? parts.states + unit * Decode::kMaxRows : local;
-    float* o = chunks > 1 ? parts.o + unit * Decode::kMaxRows * o_stride : ws.oacc.data();
+    SoftmaxRow* st = chunks > 1 ? parts.states + unit * part_rows : local;
+    float* o = chunks > 1 ? parts.o + unit * part_rows * o_stride : ws.oacc.data();
     kernel.run(ws, b, hkv, r0, r1, bounds[size_t(c)], bounds[size_t(c) + 1], st, o);
     if (chunks > 1) {
       if (!parts.last_of(g)) return;
-      st = parts.states + g * chunks * Decode::kMaxRows;
-      o = parts.o + g * chunks * Decode::kMaxRows * o_stride;
+      st = parts.states + g * chunks * part_rows;
+      o = parts.o + g * chunks * part_rows * o_stride;
     }
-    merge_and_write_rows<Arch>(p, ws, b, hkv, r0, r1, chunks, Decode::kMaxRows, st, o, o_stride);
+    merge_and_write_rows<Arch>(p, ws, b, hkv, r0, r1, chunks, part_rows, st, o, o_stride);
   });
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
