@@ -796,14 +796,14 @@ for (const buildInfo of BUILDS) {
       } finally {
         full.dispose();
       }
-      // 3. Inside the library: the decode kernel's split-K partial results (one query row over 4M
-      //    keys: 7,813 chunks of 512 keys, 64 MB here) are within the limit and pass the library's
-      //    own pre-check (the address space could hold them), but the workspace's K and V and the
-      //    filled memory leave no room: std::bad_alloc in C++ becomes this RangeError, exactly (not
-      //    the pre-check's message). (The prefill kernel reads float K and V in place: its scratch
-      //    is small.)
-      const Lk = 4_000_000;
-      const ws = ma.createWorkspace({ q: [1, 1, 1, 64], k: [1, 1, Lk, 64], v: [1, 1, Lk, 64] });
+      // 3. Inside the library: the decode kernel's accumulators (a register block of 32 rows of
+      //    Dv = 2M floats, 256 MB here) are within the limit and pass the library's own pre-check
+      //    (the address space could hold them), but the filled memory leaves no room:
+      //    std::bad_alloc in C++ becomes this RangeError, exactly (not the pre-check's message).
+      //    (Its split-K partials, 64 MB over 4M keys until they were sized by the rows there are,
+      //    no longer serve: 32 chunks of one row.)
+      const Dv = 2_000_000;
+      const ws = ma.createWorkspace({ q: [1, 1, 1, 4], k: [1, 1, 2, 4], v: [1, 1, 2, Dv] });
       full = fill();
       try {
         const oom = 'out of memory: the WebAssembly heap cannot hold this problem\'s scratch space';
