@@ -352,14 +352,15 @@ class PrefillAttention {
     const float* state = ws.row_state.data() + s * 3 * QR;
     const float* oT = ws.oacc.data() + s * QR * p_.Dv;
     for (int r = 0; r < blk.n_rows; ++r) {
-      SoftmaxRow& st = part.states[blk.f0 % (NB * QR) + r];
+      const int64_t slot = blk.f0 % (NB * QR) + r;  // the row's index within its super-block
+      SoftmaxRow& st = part.states[slot];
       st.m = state[r];
       st.l = state[QR + r];
       st.has_key = state[2 * QR + r] != 0.0f;
       // A NaN score may stay out of m (softmax_group: it makes l and Oᵀ NaN instead); the merge
       // reads a part's NaN from m.
       if (st.l != st.l) st.m = st.l;
-      float* o = part.o + (blk.f0 % (NB * QR) + r) * part.o_stride;
+      float* o = part.o + slot * part.o_stride;
       if (st.m == kNegInf) {  // no finite score: only 0 x a NaN or infinite V (an allowed pair) counts
         bool nan = false;
         for (int64_t c = 0; c < p_.Dv && !blk.o_zero; ++c) nan = nan || oT[c * QR + r] != oT[c * QR + r];

@@ -85,6 +85,14 @@ inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
   return bounds;
 }
 
+// Key tiles of kt keys outside every chunk (keys no row may attend): skipped without a visit, for
+// Stats. Chunks start on tile boundaries (key_chunks aligns them to a multiple of kt).
+inline int64_t tiles_outside_chunks(const std::vector<int64_t>& bounds, int64_t Lk, int64_t kt) {
+  int64_t in_chunks = 0;
+  for (size_t c = 0; c + 1 < bounds.size(); ++c) in_chunks += (bounds[c + 1] + kt - 1) / kt - bounds[c] / kt;
+  return std::max<int64_t>(0, (Lk + kt - 1) / kt - in_chunks);
+}
+
 // Chunk length for split-K: `base` keys, or a multiple of it past kMaxSplitChunks x base keys, so
 // that a group has at most about kMaxSplitChunks chunks: their partial rows, held until merged,
 // stay a few times the output (a 128K-key decode step would otherwise hold 256 chunks of them).
@@ -227,15 +235,9 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
     p.stats->threads_used = std::max(p.stats->threads_used, threads);
-    // Tiles outside every chunk (keys no row may attend) were skipped without a visit.
-    const int64_t tiles = (p.Lk + Prefill::KT - 1) / Prefill::KT;
-    int64_t in_chunks = 0;
-    for (int64_t c = 0; c < chunks; ++c)
-      in_chunks += (bounds[size_t(c) + 1] + Prefill::KT - 1) / Prefill::KT - bounds[size_t(c)] / Prefill::KT;
-    int64_t block_count = 0;  // query blocks (of QR rows) of every super-block
-    for (int64_t sb = 0; sb < blocks; ++sb)
-      block_count += (std::min(rows, (sb + 1) * kRows) - sb * kRows + Prefill::QR - 1) / Prefill::QR;
-    p.stats->tiles_skipped += p.B * p.Hkv * block_count * std::max<int64_t>(0, tiles - in_chunks);
+    // Per query block (super-blocks are whole blocks, so a head has ceil(rows / QR) of them).
+    const int64_t query_blocks = (rows + Prefill::QR - 1) / Prefill::QR;
+    p.stats->tiles_skipped += p.B * p.Hkv * query_blocks * tiles_outside_chunks(bounds, p.Lk, Prefill::KT);
   }
 }
 
@@ -292,11 +294,7 @@ void run_decode(const Problem& p) {
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
     p.stats->threads_used = std::max(p.stats->threads_used, threads);
-    // Tiles outside every chunk (keys no row may attend) were skipped without a visit.
-    int64_t in_chunks = 0;
-    for (int64_t c = 0; c < chunks; ++c)
-      in_chunks += (bounds[size_t(c) + 1] - bounds[size_t(c)] + Decode::KT - 1) / Decode::KT;
-    p.stats->tiles_skipped += groups * std::max<int64_t>(0, (p.Lk + Decode::KT - 1) / Decode::KT - in_chunks);
+    p.stats->tiles_skipped += groups * tiles_outside_chunks(bounds, p.Lk, Decode::KT);
   }
 }
 
