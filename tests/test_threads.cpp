@@ -58,9 +58,9 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
 }
 
 // Few (batch, kv head, query block) units over many keys (speculative verification: 2 KV heads of
-// 16 rows, 4 query heads x 4 tokens, over 2600 keys): the prefill kernel splits the keys in chunks of 512 by the shape alone,
-// so more threads than units work, with the 1-thread bits, and the split visits the same tiles
-// (Stats) as the smallest chunks of prefill_split.
+// 16 rows, 4 query heads x 4 tokens, over 2600 keys): the prefill kernel splits the keys in chunks
+// of 512 by the shape alone, so more threads than units work, with the 1-thread bits, and the
+// split visits the same tiles (Stats) as the smallest chunks of prefill_split.
 TEST(Threads, PrefillSplitsKeysWhenUnitsAreFew) {
   const Shape shape{"verify_long_context", 1, 8, 2, 4, 2600, 32, 32, true, 0};
   const Inputs in(shape);
@@ -90,8 +90,7 @@ TEST(Threads, VeryLongKeysSplitInLongerChunks) {
   for (auto t : available_targets())
     for (auto kernel : {maskattn::Kernel::decode, maskattn::Kernel::prefill}) {
       SCOPED_TRACE(std::string(maskattn::target_name(t)) + " " + maskattn::kernel_name(kernel));
-      maskattn::Stats stats;
-      const maskattn_test::CaseRun one = in.c.run_kernel(in.inputs, in.options(t, kernel, 1, nullptr, &stats));
+      const maskattn_test::CaseRun one = in.c.run_kernel(in.inputs, in.options(t, kernel, 1));
       EXPECT_TRUE(maskattn_test::compare_to_reference("O", one.out.dense(), ref.fp64.out, ref.fp32.out,
                                                       {1, 4, 1, 16}, maskattn_test::Tolerance{}));
       EXPECT_TRUE(bitwise_equal(in.run(t, kernel, 1), in.run(t, kernel, 3)));
