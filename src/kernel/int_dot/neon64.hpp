@@ -19,6 +19,7 @@ struct Neon64Ops {
   using IV = int32x4_t;
   struct KBlock { int8x16_t v[2]; };
   static IV bias(const int32_t* p) { return vld1q_s32(p); }
+  static IV zero() { return vdupq_n_s32(0); }
 #if defined(__ARM_FEATURE_DOTPROD)
   static int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
 #else

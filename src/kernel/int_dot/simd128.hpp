@@ -57,6 +57,7 @@ struct Simd128Ops {
   using IV = v128_t;
   struct KBlock { v128_t w[4]; };  // the 32 values as int16
   static IV bias(const int32_t* p) { return wasm_v128_load(p); }
+  static IV zero() { return wasm_i32x4_splat(0); }
   static KBlock prep_q8(const uint8_t* k) {
     KBlock b;
     for (int h = 0; h < 2; ++h) {

@@ -19,6 +19,7 @@ struct Sse2Ops {
   struct KBlock { __m128i w[4]; };  // the 32 values as int16
   static __m128i load(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
   static IV bias(const int32_t* p) { return load(p); }
+  static IV zero() { return _mm_setzero_si128(); }
   static KBlock prep_q8(const uint8_t* k) {
     KBlock b;
     for (int h = 0; h < 2; ++h) {
