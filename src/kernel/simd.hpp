@@ -364,10 +364,21 @@ struct Simd {
     return s;
   }
 
+  // x < lo ? lo : x, NaN staying NaN, in one instruction: maxps(lo, x) returns its second operand
+  // for a NaN (x86), vmaxq propagates it (NEON), and WebAssembly's f32x4.pmax(x, lo) is this
+  // expression (f32x4.max and _mm_max_ps there cost a compare and a select, like the select here).
+  static V clamp_below(const V& x, float lo) {
+#if defined(__wasm__)
+    return V(__m128(wasm_f32x4_pmax(v128_t(__m128(x)), wasm_f32x4_splat(lo))));
+#else
+    return xsimd::max(V(lo), x);
+#endif
+  }
+
   // 2^x for x <= 127, exact 0 for x <= -127, NaN for NaN.
   static V exp2(const V& x) {
     using namespace exp2_poly;
-    const V xc = xsimd::select(x < V(kFlushBelow), V(kFlushBelow), x);
+    const V xc = clamp_below(x, kFlushBelow);
     const V t = xc + V(kRoundMagic);
     const V r = xc - (t - V(kRoundMagic));  // r in [-0.5, 0.5]
     // Horner: each step's multiply is on the dependency chain, where a fused multiply-add's
