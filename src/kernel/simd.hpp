@@ -327,10 +327,19 @@ struct Simd {
     for (int i = 0; i < W; ++i) lanes[i] = float(i);
     return V::load_aligned(lanes);
   }
-  // Lane-wise running maximum that takes a NaN `x` (the comparison is false for NaN). A NaN already
-  // in `acc` may be replaced: the kernel does not rely on the max to carry NaN, the row sum does.
+  // x < acc ? acc : x lane-wise: a running maximum that takes a NaN `x` (the comparison is false for
+  // NaN). A NaN already in `acc` may be replaced: the kernel does not rely on the max to carry NaN,
+  // the row sum does. One instruction: maxps(acc, x) returns its second operand for a NaN (x86),
+  // vmaxq propagates NaN (NEON), and WebAssembly's f32x4.pmax(x, acc) is this expression
+  // (f32x4.max and Emscripten's _mm_max_ps cost a compare and a select there, like a select here).
   // (Do not test NaN with `x != x` here: xsimd 8.1's AVX `!=` is an ordered compare, false for NaN.)
-  static V max_keep_nan(const V& acc, const V& x) { return xsimd::select(x < acc, acc, x); }
+  static V max_keep_nan(const V& acc, const V& x) {
+#if defined(__wasm__)
+    return V(__m128(wasm_f32x4_pmax(v128_t(__m128(x)), v128_t(__m128(acc)))));
+#else
+    return xsimd::max(acc, x);
+#endif
+  }
   // The lane-wise maximum, with whatever NaN rule the target's max instruction has (x86 maxps keeps
   // the second operand): for callers whose NaN reaches the result another way.
   static V max(const V& a, const V& b) { return xsimd::max(a, b); }
@@ -364,21 +373,10 @@ struct Simd {
     return s;
   }
 
-  // x < lo ? lo : x, NaN staying NaN, in one instruction: maxps(lo, x) returns its second operand
-  // for a NaN (x86), vmaxq propagates it (NEON), and WebAssembly's f32x4.pmax(x, lo) is this
-  // expression (f32x4.max and _mm_max_ps there cost a compare and a select, like the select here).
-  static V clamp_below(const V& x, float lo) {
-#if defined(__wasm__)
-    return V(__m128(wasm_f32x4_pmax(v128_t(__m128(x)), wasm_f32x4_splat(lo))));
-#else
-    return xsimd::max(V(lo), x);
-#endif
-  }
-
   // 2^x for x <= 127, exact 0 for x <= -127, NaN for NaN.
   static V exp2(const V& x) {
     using namespace exp2_poly;
-    const V xc = clamp_below(x, kFlushBelow);
+    const V xc = max_keep_nan(V(kFlushBelow), x);
     const V t = xc + V(kRoundMagic);
     const V r = xc - (t - V(kRoundMagic));  // r in [-0.5, 0.5]
     // Horner: each step's multiply is on the dependency chain, where a fused multiply-add's
