@@ -38,6 +38,7 @@ using maskattn::ArgumentError;
 using maskattn::ConstTensor;
 using maskattn::KVCache;
 using maskattn::KVCacheConfig;
+using maskattn::Kernel;
 using maskattn::KVType;
 using maskattn::MutableTensor;
 using maskattn::Span;
@@ -664,6 +665,52 @@ TEST(Hostile, BoundariesAreAccepted) {
     EXPECT_EQ(w.f32.key_data(), nullptr);
     w.f32.reset();
     EXPECT_EQ(b.lengths()[1], 5);
+  }
+}
+
+// D = 0 with null Q and K data but real strides (rows of 3 floats that hold none): every score is
+// 0, so each row is the mean of V and its lse log(Lk), on every target and kernel; with Dv = 0 too
+// (V and the output null as well) only the lse is left. Nothing may do pointer arithmetic on null:
+// the decode kernel's Q·Kᵀ did (found by tests/fuzz, B=1 Hq=3 Hkv=1 Lq=4 Lk=41 D=0 Dv=19 in padded
+// storage; clang's UBSan flags it, GCC's sanitizer build does not, so the fuzz corpus keeps that
+// input: tests/fuzz/corpus/finding-d0-null-k-padded-strides).
+TEST(Hostile, EmptyHeadDimWithNullDataAndRealStrides) {
+  const int64_t B = 1, Hq = 3, Hkv = 1, Lq = 4, Lk = 41;
+  auto padded = [](int64_t b, int64_t h, int64_t l) {  // a [b, h, l, 0] view of nothing, rows 3 apart
+    maskattn::TensorView<float> t;
+    const int64_t shape[4] = {b, h, l, 0}, strides[4] = {h * (l * 3 + 2) + 5, l * 3 + 2, 3, 1};
+    for (int d = 0; d < 4; ++d) {
+      t.shape[d] = shape[d];
+      t.strides[d] = strides[d];
+    }
+    t.size = 0;
+    return t;
+  };
+  const ConstTensor q = padded(B, Hq, Lq), k = padded(B, Hkv, Lk);
+  for (const int64_t Dv : {int64_t(19), int64_t(0)}) {
+    std::vector<float> v(size_t(B * Hkv * Lk * Dv)), mean(size_t(Dv), 0.0f);
+    for (size_t n = 0; n < v.size(); ++n) v[n] = float(n % 23) * 0.25f - 2.0f;
+    for (int64_t j = 0; j < Lk; ++j)
+      for (int64_t c = 0; c < Dv; ++c) mean[size_t(c)] += v[size_t(j * Dv + c)] / float(Lk);
+    const ConstTensor vv = Dv ? maskattn::bhld<const float>(v.data(), B, Hkv, Lk, Dv) : ConstTensor(padded(B, Hkv, Lk));
+    for (const maskattn::Target target : maskattn::kKernelTargets) {
+      if (!maskattn::target_available(target)) continue;
+      for (const Kernel kernel : {Kernel::automatic, Kernel::decode, Kernel::prefill, Kernel::decode_split, Kernel::prefill_split}) {
+        const std::string what = std::string(maskattn::target_name(target)) + " kernel " + std::to_string(int(kernel)) +
+                                 " Dv " + std::to_string(Dv);
+        std::vector<float> out(size_t(B * Hq * Lq * Dv), 777.0f), lse(size_t(B * Hq * Lq), 777.0f);
+        maskattn::Options opt;
+        opt.target = target;
+        opt.kernel = kernel;
+        maskattn::ExtraOutputs extra;
+        extra.lse = lse.data();
+        extra.lse_size = int64_t(lse.size());
+        const MutableTensor o = Dv ? maskattn::bhld(out.data(), B, Hq, Lq, Dv) : padded(B, Hq, Lq);
+        ASSERT_NO_THROW(maskattn::attention(q, k, vv, o, opt, extra)) << what;
+        for (size_t n = 0; n < out.size(); ++n) ASSERT_NEAR(out[n], mean[n % size_t(Dv)], 1e-5f) << what << " at " << n;
+        for (size_t n = 0; n < lse.size(); ++n) ASSERT_NEAR(lse[n], std::log(float(Lk)), 1e-5f) << what << " row " << n;
+      }
+    }
   }
 }
 
