@@ -695,7 +695,7 @@ TEST(Hostile, EmptyHeadDimWithNullDataAndRealStrides) {
     const ConstTensor vv = Dv ? maskattn::bhld<const float>(v.data(), B, Hkv, Lk, Dv) : ConstTensor(padded(B, Hkv, Lk));
     for (const maskattn::Target target : maskattn::kKernelTargets) {
       if (!maskattn::target_available(target)) continue;
-      for (const Kernel kernel : {Kernel::automatic, Kernel::decode, Kernel::prefill, Kernel::decode_split, Kernel::prefill_split}) {
+      for (const Kernel kernel : maskattn::kKernels) {
         const std::string what = std::string(maskattn::target_name(target)) + " kernel " + std::to_string(int(kernel)) +
                                  " Dv " + std::to_string(Dv);
         std::vector<float> out(size_t(B * Hq * Lq * Dv), 777.0f), lse(size_t(B * Hq * Lq), 777.0f);
@@ -823,8 +823,8 @@ TEST(Hostile, ValidProblemsReadOnlyTheirTensors) {
               const auto vv = maskattn::bhld<const float>(v.data(), B, H, Lk, Dv, int64_t(v.size()));
               const auto ref = maskattn::reference_attention(qv, kv, vv, opt);
               for (auto t : targets)
-                for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split,
-                                    maskattn::Kernel::prefill_split}) {
+                for (auto kernel : maskattn::kKernels) {
+                  if (kernel == Kernel::automatic) continue;  // it runs one of the others
                   opt.target = t;
                   opt.kernel = kernel;
                   maskattn::attention(qv, kv, vv, maskattn::bhld(o.data(), B, H, Lq, Dv, int64_t(o.size())), opt);

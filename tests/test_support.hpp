@@ -135,13 +135,19 @@ struct KernelTarget {
   maskattn::Kernel kernel;
 };
 
+// Every kernel a caller can force (maskattn::kKernels without `automatic`, which picks one of them).
+inline std::vector<maskattn::Kernel> forced_kernels() {
+  std::vector<maskattn::Kernel> v;
+  for (maskattn::Kernel k : maskattn::kKernels)
+    if (k != maskattn::Kernel::automatic) v.push_back(k);
+  return v;
+}
+
 inline const std::vector<KernelTarget>& kernel_target_params() {
   static const std::vector<KernelTarget> params = [] {
     std::vector<KernelTarget> v;
     for (Target t : kernel_targets())
-      for (maskattn::Kernel k : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split,
-                                 maskattn::Kernel::prefill_split})
-        v.push_back({t, k});
+      for (maskattn::Kernel k : forced_kernels()) v.push_back({t, k});
     return v;
   }();
   return params;

@@ -43,8 +43,7 @@ TEST(Threads, ThreadCountDoesNotChangeResultsAnyKernel) {
   for (const Shape& shape : kShapes) {
     const Inputs in(shape);
     for (auto t : available_targets())
-      for (auto kernel : {maskattn::Kernel::prefill, maskattn::Kernel::decode, maskattn::Kernel::decode_split,
-                          maskattn::Kernel::prefill_split}) {
+      for (auto kernel : maskattn_test::forced_kernels()) {
         const std::vector<float> one = in.run(t, kernel, 1);
         for (int threads : {2, 3, 8}) {
           maskattn::Stats stats;

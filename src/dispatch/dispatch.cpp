@@ -88,11 +88,9 @@ const char* target_name(Target t) noexcept {
 
 const char* kernel_name(Kernel k) noexcept {
   switch (k) {
-    case Kernel::automatic: return "automatic";
-    case Kernel::prefill: return "prefill";
-    case Kernel::decode: return "decode";
-    case Kernel::decode_split: return "decode_split";
-    case Kernel::prefill_split: return "prefill_split";
+#define MASKATTN_KERNEL(name) case Kernel::name: return #name;
+#include "maskattn/kernels.inc"
+#undef MASKATTN_KERNEL
   }
   return "unknown";
 }

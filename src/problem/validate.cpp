@@ -2,6 +2,7 @@
 // boundary, with messages that name the argument; inner loops only assume).
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -390,9 +391,16 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
     fail_type("executor", "parallel_for is empty (a null function); pass nullptr for the default executor");
   p.executor = o.executor;
   // Options::target is the dispatch layer's to check (dispatch/targets.hpp resolve_target).
-  if (o.kernel != Kernel::automatic && o.kernel != Kernel::prefill && o.kernel != Kernel::decode &&
-      o.kernel != Kernel::decode_split && o.kernel != Kernel::prefill_split)
-    fail_type("kernel", cat("must be automatic, prefill, decode, decode_split or prefill_split, given ", int(o.kernel)));
+  if (std::find(std::begin(kKernels), std::end(kKernels), o.kernel) == std::end(kKernels)) {
+    static const char* const kNames[] = {  // the rows of maskattn/kernels.inc
+#define MASKATTN_KERNEL(name) #name,
+#include "maskattn/kernels.inc"
+#undef MASKATTN_KERNEL
+    };
+    std::string names;  // "automatic, prefill, ... or prefill_split"
+    for (size_t n = 0; n < std::size(kNames); ++n) names += std::string(n == 0 ? "" : n + 1 == std::size(kNames) ? " or " : ", ") + kNames[n];
+    fail_type("kernel", cat("must be ", names, ", given ", int(o.kernel)));
+  }
   p.kernel = o.kernel;
   p.stats = o.stats;
 

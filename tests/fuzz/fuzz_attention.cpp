@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -258,8 +259,7 @@ Problem build_problem(FuzzedDataProvider& in) {
   }
   c.policy = in.PickValueInArray({maskattn::FullyMasked::zero, maskattn::FullyMasked::nan, maskattn::FullyMasked::uniform});
   const Target target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
-  const Kernel kernel =
-      in.PickValueInArray({Kernel::automatic, Kernel::prefill, Kernel::decode, Kernel::decode_split, Kernel::prefill_split});
+  const Kernel kernel = in.PickValueInArray(maskattn::kKernels);
   c.threads = in.ConsumeIntegralInRange<int>(1, 3);
   c.want_weights = in.ConsumeBool();
   c.want_lse = in.ConsumeBool();
@@ -433,7 +433,7 @@ void hostile_case(FuzzedDataProvider& in) {
     case 13: o.threads = int(x % 5000); must_fail = !(o.threads >= 1 && o.threads <= 1024); break;
     case 14: o.fully_masked = static_cast<maskattn::FullyMasked>(3 + (x & 0xff)); break;
     case 15: o.align = static_cast<maskattn::Align>(2 + (x & 0xff)); break;
-    case 16: o.kernel = static_cast<Kernel>(5 + (x & 0xff)); break;
+    case 16: o.kernel = static_cast<Kernel>(int(std::size(maskattn::kKernels)) + (x & 0xff)); break;  // past the table
     case 17: o.target = static_cast<Target>(9 + (x & 0xff)); break;
     case 18:  // key lengths: wrong count or out of range
       o.key_lengths = maskattn::Span<int32_t>(spare.data(), size_t(x & 1 ? B + 1 : B));
@@ -668,8 +668,7 @@ void cache_case(FuzzedDataProvider& in) {
       if (!tree.empty()) o.tree = tree;
       o.fully_masked = in.ConsumeBool() ? maskattn::FullyMasked::nan : maskattn::FullyMasked::zero;
       o.target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
-      o.kernel = in.PickValueInArray(
-          {Kernel::automatic, Kernel::prefill, Kernel::decode, Kernel::decode_split, Kernel::prefill_split});
+      o.kernel = in.PickValueInArray(maskattn::kKernels);
       o.threads = in.ConsumeIntegralInRange<int>(1, 2);
       g_case = "cache B=" + std::to_string(B) + " Hkv=" + std::to_string(H) + " Hq=" + std::to_string(Hq) + " Lq=" +
                std::to_string(Lq) + " D=" + std::to_string(D) + " Dv=" + std::to_string(Dv) + " capacity=" +

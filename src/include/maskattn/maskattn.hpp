@@ -180,12 +180,17 @@ inline constexpr Target kKernelTargets[] = {
 // Which kernel runs. `automatic` picks by shape: the decode kernel when a KV head group has few query
 // rows (Hq / Hkv x Lq <= decode_max_rows(target, float K/V)), the prefill kernel otherwise. Both
 // follow the same contract; forcing one is for tests and benchmarks.
+// The kernels are the rows of maskattn/kernels.inc.
 enum class Kernel {
-  automatic,
-  prefill,       // query rows in vector lanes x key groups, scores in registers, K/V read in place
-  decode,        // few rows per group: K/V read once in place, keys split across threads
-  decode_split,  // decode with the keys always split into the smallest chunks (tests the merge)
-  prefill_split, // prefill with the keys always split into the smallest chunks (tests the merge)
+#define MASKATTN_KERNEL(name) name,
+#include "maskattn/kernels.inc"
+#undef MASKATTN_KERNEL
+};
+// Every Kernel value, automatic first: what Options::kernel may be.
+inline constexpr Kernel kKernels[] = {
+#define MASKATTN_KERNEL(name) Kernel::name,
+#include "maskattn/kernels.inc"
+#undef MASKATTN_KERNEL
 };
 
 // Sliding window around the diagonal: d(i) - left <= j <= d(i) + right; -1 = unbounded side.
