@@ -671,9 +671,10 @@ TEST(Hostile, BoundariesAreAccepted) {
 // D = 0 with null Q and K data but real strides (rows of 3 floats that hold none): every score is
 // 0, so each row is the mean of V and its lse log(Lk), on every target and kernel; with Dv = 0 too
 // (V and the output null as well) only the lse is left. Nothing may do pointer arithmetic on null:
-// the decode kernel's Q·Kᵀ did (found by tests/fuzz, B=1 Hq=3 Hkv=1 Lq=4 Lk=41 D=0 Dv=19 in padded
-// storage; clang's UBSan flags it, GCC's sanitizer build does not, so the fuzz corpus keeps that
-// input: tests/fuzz/corpus/finding-d0-null-k-padded-strides).
+// the decode kernel did, on K and then on Q rows (found by tests/fuzz, B=1 Hq=3 Hkv=1 Lq=4 Lk=41
+// D=0 Dv=19 in padded storage), until views with no elements got zero strides (make_problem,
+// row_strides). Clang's UBSan flags it, GCC's sanitizer build does not, so the fuzz corpus keeps
+// both inputs: tests/fuzz/corpus/finding-d0-null-{k,q}-padded-strides.
 TEST(Hostile, EmptyHeadDimWithNullDataAndRealStrides) {
   const int64_t B = 1, Hq = 3, Hkv = 1, Lq = 4, Lk = 41;
   auto padded = [](int64_t b, int64_t h, int64_t l) {  // a [b, h, l, 0] view of nothing, rows 3 apart

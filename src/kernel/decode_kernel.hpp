@@ -332,10 +332,6 @@ class DecodeAttention {
   // and masked later by the intervals). T: float or uint16_t halves.
   template <class T>
   void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, float* s) const {
-    if (p_.D == 0) {  // every score is 0; K may have no buffer but real strides (no arithmetic on null)
-      for (int a = 0; a < n_rows; ++a) std::fill_n(s + a * KT, kt, 0.0f);
-      return;
-    }
     if constexpr (W == 1) {
       qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
     } else {

@@ -66,6 +66,17 @@ void check_tensor(const TensorView<T>& t, const std::string& name) {
     fail(name, cat("buffer too small: the view addresses ", span, " elements, size is ", t.size));
 }
 
+// The row strides (B, H, L) the kernels address a view by. A view with no elements addresses
+// nothing, and its data may be null: its strides are taken as 0, so no kernel, whatever it
+// computes from them, offsets a null base (found by tests/fuzz twice: a decode kernel's K and Q
+// rows with D = 0 in padded storage).
+template <class T>
+RowMajor3 row_strides(const TensorView<T>& t) {
+  for (int d = 0; d < 4; ++d)
+    if (t.shape[d] == 0) return {0, 0, 0};
+  return {t.strides[0], t.strides[1], t.strides[2]};
+}
+
 }  // namespace
 
 void check_view(const ConstTensor& t, const std::string& name) { check_tensor(t, name); }
@@ -228,8 +239,8 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
   expect_dim("v", "sequence length (shape[2])", k.shape[2], v.shape[2], "k's sequence length");
   KeySource kv;
   kv.B = k.shape[0]; kv.H = k.shape[1]; kv.Lk = k.shape[2]; kv.D = k.shape[3]; kv.Dv = v.shape[3];
-  kv.k = k.data; kv.ks = {k.strides[0], k.strides[1], k.strides[2]};
-  kv.v = v.data; kv.vs = {v.strides[0], v.strides[1], v.strides[2]};
+  kv.k = k.data; kv.ks = row_strides(k);
+  kv.v = v.data; kv.vs = row_strides(v);
   return make_problem_checked(q, kv, out, o, extra);
 }
 
@@ -275,9 +286,9 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
     expect_dim("out", "sequence length (shape[2])", p.Lq, out->shape[2], "q's sequence length");
     expect_dim("out", "value dim (shape[3])", p.Dv, out->shape[3], "v's value dim");
     p.out = out->data;
-    p.os = {out->strides[0], out->strides[1], out->strides[2]};
+    p.os = row_strides(*out);
   }
-  p.q = q.data; p.qs = {q.strides[0], q.strides[1], q.strides[2]};
+  p.q = q.data; p.qs = row_strides(q);
   p.kv = kv;
 
   if (o.scale) {
