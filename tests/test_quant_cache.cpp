@@ -384,6 +384,29 @@ TEST_P(QuantCacheTest, AnyQueriesWithinTheDocumentedBound) {
   }
 }
 
+// Quantized keys under query groups of every size the decode kernel's Q·Kᵀ blocks them in: 1, 2,
+// 3, 4, 5, 8, 12 and 16 rows per KV head (AVX-512 VNNI takes groups of 4 and more 16 keys at a time
+// with keys in lanes, 4 or 8 rows a pass), head sizes of 1, 3, 4 and 5 blocks (a pair of blocks
+// per transpose, and an odd last one), key counts that end a tile mid-way through 16 keys and a
+// second 512-key chunk. Exact queries and float32 values: Q·Kᵀ alone differs from the reference,
+// and by the plain fp32 bound.
+TEST_P(QuantCacheTest, QuantizedKeysInEveryRowGroup) {
+  Rng rng("quant/key-groups");
+  for (KVType kt : {KVType::q8, KVType::q4})
+    for (int64_t D : {32, 96, 128, 160})
+      for (int64_t group : {1, 2, 3, 4, 5, 8, 12, 16}) {
+        const int64_t Hkv = 2, L = group % 2 ? 131 : 530, Lq = group % 4 == 0 ? 2 : 1, Hq = Hkv * group / Lq;
+        KVCacheConfig cfg = config(1, Hkv, L, D, D, kt, KVType::f32);
+        cfg.key_rotation = KeyRotation::none;
+        KVCache cache(cfg);
+        const std::vector<float> k = random(rng, size_t(Hkv * L * D)), v = random(rng, size_t(Hkv * L * D));
+        cache.append(maskattn::bhld(k.data(), 1, Hkv, L, D), maskattn::bhld(v.data(), 1, Hkv, L, D));
+        check(cache, exact_queries(rng, Hq * Lq, D), Hq, Lq, options(), true,
+              std::string(maskattn::kv_type_name(kt)) + " D=" + std::to_string(D) + " rows per KV head " +
+                  std::to_string(group));
+      }
+}
+
 // NaN in a position: attended, the row is NaN (float rules); masked out, it never shows.
 TEST_P(QuantCacheTest, NaNOnlyWhereAttended) {
   for (KVType t : {KVType::q8, KVType::q4}) {

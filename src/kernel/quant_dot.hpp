@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernel/quant.hpp"
 #include "kernel/simd.hpp"
@@ -192,6 +193,13 @@ struct BlockDot128 : Ops {
 template <class QD, KVType T>
 struct QuantDotOf;
 
+// Whether QD computes Q·Kᵀ a tile of 16 keys at a time with keys in lanes (QD::qk_tile, where an
+// instruction set defines kQkTile), for the decode kernel's groups of two or more rows.
+template <class QD, class = void>
+struct HasQkTile : std::false_type {};
+template <class QD>
+struct HasQkTile<QD, std::void_t<decltype(QD::kQkTile)>> : std::bool_constant<QD::kQkTile> {};
+
 template <class QD>
 struct QuantDotOf<QD, KVType::q8> {
   // P·V of a whole tile in integers (QD::kPvTile).
@@ -204,6 +212,11 @@ struct QuantDotOf<QD, KVType::q8> {
   template <int RB, class Row, class FV>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     QD::template dot<RB, false>(q, k, kscales, nb, out, stride);
+  }
+  template <int RB, class Row>
+  static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb, float* s,
+                      int64_t s_stride, int n_store) {
+    QD::template qk_tile<RB, false>(q, k, scales_at, nb, s, s_stride, n_store);
   }
   // Columns [16 half, 16 half + 16) of a block's values as floats at x: group g of the ng 16-column
   // groups a pass wants (with g + 1 < ng the next group may come too, at next; not here). Returns
@@ -232,6 +245,11 @@ struct QuantDotOf<QD, KVType::q4> {
   template <int RB, class Row, class FV>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     QD::template dot<RB, true>(q, k, kscales, nb, out, stride);
+  }
+  template <int RB, class Row>
+  static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb, float* s,
+                      int64_t s_stride, int n_store) {
+    QD::template qk_tile<RB, true>(q, k, scales_at, nb, s, s_stride, n_store);
   }
   // The low nibbles are columns 0-15, the high ones 16-31: a whole block from one load when both.
   template <class V>

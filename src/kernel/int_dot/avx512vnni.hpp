@@ -93,6 +93,132 @@ struct QuantDot : DequantAvx2<Arch> {
   }
 
 
+  // Four blocks' scales of 16 rows with rows in lanes: x[b][j] = scales(j)[b], scales(j) the __m128
+  // of row j's four. 16 loads, 12 lane inserts, 4 vpermt2ps and 4 vshuff32x4 (measured: vgatherdps,
+  // one per 16 keys and block, cost a quarter of P·V).
+  template <class ScalesOf>
+  static void scales_in_lanes(ScalesOf scales, __m512 (&x)[4]) {
+    __m512 t[4];  // t[i]: rows 4i .. 4i + 3, each row's 4 scales in a 128-bit lane
+    for (int i = 0; i < 4; ++i) {
+      __m512 y = _mm512_zextps128_ps512(scales(4 * i));
+      y = _mm512_insertf32x4(y, scales(4 * i + 1), 1);
+      y = _mm512_insertf32x4(y, scales(4 * i + 2), 2);
+      t[i] = _mm512_insertf32x4(y, scales(4 * i + 3), 3);
+    }
+    // [scale 0 of rows 0-7, scale 1 of rows 0-7] and [2, 3] of rows 0-7 (a) and 8-15 (b).
+    const __m512i pick01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
+    const __m512 a01 = _mm512_permutex2var_ps(t[0], pick01, t[1]), a23 = _mm512_permutex2var_ps(t[0], pick23, t[1]);
+    const __m512 b01 = _mm512_permutex2var_ps(t[2], pick01, t[3]), b23 = _mm512_permutex2var_ps(t[2], pick23, t[3]);
+    x[0] = _mm512_shuffle_f32x4(a01, b01, 0x44);
+    x[1] = _mm512_shuffle_f32x4(a01, b01, 0xEE);
+    x[2] = _mm512_shuffle_f32x4(a23, b23, 0x44);
+    x[3] = _mm512_shuffle_f32x4(a23, b23, 0xEE);
+  }
+
+  // acc += a (unsigned bytes) · the 4 signed bytes at b in every lane, b broadcast by the instruction
+  // itself ({1to16}: GCC 12 loads it with a separate vpbroadcastd from _mm512_set1_epi32; measured
+  // 2% of the GQA q8 step).
+  static __m512i dpbusd_broadcast(__m512i acc, __m512i a, const int8_t* b) {
+#if defined(__GNUC__) && !defined(__clang__)
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(a), "m"(*reinterpret_cast<const int32_t*>(b)));
+    return acc;
+#else
+    int32_t x;
+    std::memcpy(&x, b, 4);
+    return _mm512_dpbusd_epi32(acc, a, _mm512_set1_epi32(x));
+#endif
+  }
+
+  // A 16 x 16 transpose of int32: t[d] lane j = t[j] lane d before (64 in-lane and lane shuffles).
+  static void transpose16(__m512i (&t)[16]) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 8; ++i) {
+      a[2 * i] = _mm512_unpacklo_epi32(t[2 * i], t[2 * i + 1]);
+      a[2 * i + 1] = _mm512_unpackhi_epi32(t[2 * i], t[2 * i + 1]);
+    }
+    // b[4i + k], 128-bit lane L: dword 4L + k of rows 4i .. 4i + 3
+    for (int i = 0; i < 4; ++i) {
+      b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+      b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+      b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+      b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; ++k) {  // the 4 x 4 transpose of 128-bit lanes of b[k], b[4 + k], b[8 + k], b[12 + k]
+      const __m512i c0 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0x44), c1 = _mm512_shuffle_i32x4(b[k], b[4 + k], 0xEE);
+      const __m512i c2 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0x44), c3 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], 0xEE);
+      t[k] = _mm512_shuffle_i32x4(c0, c2, 0x88);
+      t[4 + k] = _mm512_shuffle_i32x4(c0, c2, 0xDD);
+      t[8 + k] = _mm512_shuffle_i32x4(c1, c3, 0x88);
+      t[12 + k] = _mm512_shuffle_i32x4(c1, c3, 0xDD);
+    }
+  }
+
+  // ---------------------------------------------------------------- Q·Kᵀ, 16 keys in lanes
+  //
+  // s_r[j] = q_r · k_j for 16 keys j (kQkTile: the decode kernel's rows of a KV head group, 2 or
+  // more). Per pair of blocks each key's 64 bytes (q4: its 32 bytes of nibbles, unpacked as dot()
+  // does) are transposed so that vector d holds dword d of all 16 keys; a row then takes 16
+  // vpdpbusd against its broadcast query dwords into two accumulators (one per block: exact block
+  // sums with keys in lanes), and the block scales, with keys in lanes too, cost a convert, a
+  // multiply and an fma per block and row for all 16 keys. Per key and row that is 2 vpdpbusd and
+  // 0.75 other instructions, where dot() spends 8 and a lane reduction; the transposes (4 shuffles
+  // per key and pair, shared by the rows) are what it costs instead.
+  // k: the 16 keys' rows (repeated where the tile has fewer); s: row r's 16 scores at s + r·s_stride,
+  // for the first n_store rows.
+  static constexpr bool kQkTile = true;
+  template <int RB, bool Q4>
+  static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb, float* s,
+                      int64_t s_stride, int n_store) {
+    __m512 score[RB];
+    for (int r = 0; r < RB; ++r) score[r] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < nb; g += 4) {
+      const __mmask8 blocks = __mmask8((1u << std::min<int64_t>(4, nb - g)) - 1);
+      __m512 ks[4];
+      scales_in_lanes([&](int j) { return _mm_maskz_loadu_ps(blocks, reinterpret_cast<const float*>(k[j] + scales_at) + g); }, ks);
+      for (int64_t blk = g; blk < std::min<int64_t>(g + 4, nb); blk += 2) {
+        const bool two = blk + 1 < nb;
+        __m512i t[16];
+        for (int j = 0; j < 16; ++j) {
+          if constexpr (Q4) {  // [A lo, B lo | A hi, B hi] as dot() and the query's pair order; one block: [lo | hi]
+            if (two) {
+              const __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[j] + blk * 16)));
+              t[j] = _mm512_and_si512(_mm512_mask_srli_epi16(x, __mmask32(0xFFFF0000u), x, 4), _mm512_set1_epi8(15));
+            } else {
+              t[j] = _mm512_zextsi256_si512(q4_nibbles(k[j] + blk * 16));
+            }
+          } else {
+            const __m512i x = two ? _mm512_loadu_si512(k[j] + blk * 32)
+                                  : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k[j] + blk * 32)));
+            t[j] = _mm512_xor_si512(x, _mm512_set1_epi8(char(0x80)));
+          }
+        }
+        transpose16(t);
+        const __m512 ka = ks[blk - g], kb = ks[std::min<int64_t>(blk + 1 - g, 3)];
+        for (int r = 0; r < RB; ++r) {
+          const int8_t* qb = q[r]->q + blk * 32;
+          // The blocks' constant terms (-128 Σq for the biased q8 keys, -8 Σq for q4 nibbles).
+          const int32_t* bias = Q4 ? q[r]->bias4 : q[r]->bias8;
+          __m512i sa = _mm512_set1_epi32(bias[blk * 8]);
+          __m512i sb = _mm512_set1_epi32(two ? bias[Q4 ? blk * 8 + 4 : (blk + 1) * 8] : 0);
+          for (int d = 0; d < 8; ++d) {
+            const int x = Q4 && two ? d % 4 + 8 * (d / 4) : d;
+            sa = dpbusd_broadcast(sa, t[x], qb + 4 * x);
+          }
+          if (two)
+            for (int d = 0; d < 8; ++d) {
+              const int x = Q4 ? d % 4 + 4 + 8 * (d / 4) : 8 + d;
+              sb = dpbusd_broadcast(sb, t[x], qb + 4 * x);
+            }
+          score[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa), _mm512_mul_ps(ka, _mm512_set1_ps(q[r]->d[blk])), score[r]);
+          if (two) score[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb), _mm512_mul_ps(kb, _mm512_set1_ps(q[r]->d[blk + 1])), score[r]);
+        }
+      }
+    }
+    for (int r = 0; r < n_store; ++r) _mm512_storeu_ps(s + r * s_stride, score[r]);
+  }
+
+
   // ---------------------------------------------------------------- P·V in integers
   //
   // o_r += Σ_j p_rj v̂_j over a tile's n <= 64 keys, for R rows, with V's q8 values or q4 nibbles as
@@ -128,31 +254,16 @@ struct QuantDot : DequantAvx2<Arch> {
     uint64_t um[R], any = 0;
     for (int r = 0; r < R; ++r) any |= um[r] = use ? use[r] & keys : keys;
     constexpr int kNonFinite = 0x01 | 0x08 | 0x10 | 0x80;  // vfpclassps: QNaN, +inf, -inf, SNaN
-    // The block scales of the tile's keys with keys in lanes, d[blk][j]: per 16 keys and 4 blocks,
-    // 16 loads of a key's 4 scales, then 4 vpermt2ps and 4 vshuff32x4 (measured: vgatherdps, one
-    // per 16 keys and block, cost a quarter of P·V).
+    // The block scales of the tile's keys with keys in lanes, d[blk][j] (scales_in_lanes).
     alignas(64) float d[kPvMaxBlocks][64];
-    const __m512i pick01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
-    const __m512i pick23 = _mm512_add_epi32(pick01, _mm512_set1_epi32(2));
     for (int64_t g = 0; g < nb; g += 4) {
       const __mmask8 blocks = __mmask8((1u << std::min<int64_t>(4, nb - g)) - 1);
       auto scales = [&](int j) {  // keys past n repeat the last one (their weights are 0)
         return _mm_maskz_loadu_ps(blocks, v + std::min(j, n - 1) * vs + scales_at + 4 * g);
       };
       for (int c = 0; c < chunks; ++c) {
-        __m512 t[4];  // t[i]: keys 16c + 4i .. 16c + 4i + 3, each key's 4 scales in a 128-bit lane
-        for (int i = 0; i < 4; ++i) {
-          const int k0 = 16 * c + 4 * i;
-          __m512 x = _mm512_zextps128_ps512(scales(k0));
-          x = _mm512_insertf32x4(x, scales(k0 + 1), 1);
-          x = _mm512_insertf32x4(x, scales(k0 + 2), 2);
-          t[i] = _mm512_insertf32x4(x, scales(k0 + 3), 3);
-        }
-        // [scale 0 of keys 0-7, scale 1 of keys 0-7] and [2, 3] of keys 0-7 (a) and 8-15 (b).
-        const __m512 a01 = _mm512_permutex2var_ps(t[0], pick01, t[1]), a23 = _mm512_permutex2var_ps(t[0], pick23, t[1]);
-        const __m512 b01 = _mm512_permutex2var_ps(t[2], pick01, t[3]), b23 = _mm512_permutex2var_ps(t[2], pick23, t[3]);
-        const __m512 x[4] = {_mm512_shuffle_f32x4(a01, b01, 0x44), _mm512_shuffle_f32x4(a01, b01, 0xEE),
-                             _mm512_shuffle_f32x4(a23, b23, 0x44), _mm512_shuffle_f32x4(a23, b23, 0xEE)};
+        __m512 x[4];
+        scales_in_lanes([&](int i) { return scales(16 * c + i); }, x);
         const __mmask16 m = __mmask16(any >> (16 * c));
         for (int s = 0; s < 4 && g + s < nb; ++s) {
           if (_mm512_mask_fpclass_ps_mask(m, x[s], kNonFinite)) return false;
