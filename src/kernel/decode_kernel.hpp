@@ -432,7 +432,7 @@ class DecodeAttention {
             kr[c] = k + std::min(j + c, n - 1) * ks;
             if (r0 == 0 && j + c + KT < ahead) prefetch_row(k + (j + c + KT) * ks, k_row_bytes_);
           }
-          QuantDotOf<QD, KTraits::kType>::template qk_tile<RB>(q, kr, scales_at, nb, s + r0 * KT + j, KT,
+          QuantDotOf<QD, KTraits::kType>::template qk_tile<RB, NB>(q, kr, scales_at, nb, s + r0 * KT + j, KT,
                                                                std::min(RB, n_rows - r0));
         }
       }

@@ -213,10 +213,10 @@ struct QuantDotOf<QD, KVType::q8> {
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     QD::template dot<RB, false>(q, k, kscales, nb, out, stride);
   }
-  template <int RB, class Row>
+  template <int RB, int NB, class Row>
   static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb, float* s,
                       int64_t s_stride, int n_store) {
-    QD::template qk_tile<RB, false>(q, k, scales_at, nb, s, s_stride, n_store);
+    QD::template qk_tile<RB, false, NB>(q, k, scales_at, nb, s, s_stride, n_store);
   }
   // Columns [16 half, 16 half + 16) of a block's values as floats at x: group g of the ng 16-column
   // groups a pass wants (with g + 1 < ng the next group may come too, at next; not here). Returns
@@ -246,10 +246,10 @@ struct QuantDotOf<QD, KVType::q4> {
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
     QD::template dot<RB, true>(q, k, kscales, nb, out, stride);
   }
-  template <int RB, class Row>
+  template <int RB, int NB, class Row>
   static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb, float* s,
                       int64_t s_stride, int n_store) {
-    QD::template qk_tile<RB, true>(q, k, scales_at, nb, s, s_stride, n_store);
+    QD::template qk_tile<RB, true, NB>(q, k, scales_at, nb, s, s_stride, n_store);
   }
   // The low nibbles are columns 0-15, the high ones 16-31: a whole block from one load when both.
   template <class V>

@@ -167,9 +167,10 @@ struct QuantDot : DequantAvx2<Arch> {
   // k: the 16 keys' rows (repeated where the tile has fewer); s: row r's 16 scores at s + r·s_stride,
   // for the first n_store rows.
   static constexpr bool kQkTile = true;
-  template <int RB, bool Q4>
-  static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb, float* s,
+  template <int RB, bool Q4, int NB>  // NB: the block count when known at compile time (D = 128: 4), else 0
+  static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb_rt, float* s,
                       int64_t s_stride, int n_store) {
+    const int64_t nb = NB ? NB : nb_rt;
     __m512 score[RB];
     for (int r = 0; r < RB; ++r) score[r] = _mm512_setzero_ps();
     for (int64_t g = 0; g < nb; g += 4) {
