@@ -194,7 +194,7 @@ template <class QD, KVType T>
 struct QuantDotOf;
 
 // Whether QD computes Q·Kᵀ a tile of 16 keys at a time with keys in lanes (QD::qk_tile, where an
-// instruction set defines kQkTile), for the decode kernel's groups of two or more rows.
+// instruction set defines kQkTile), for the decode kernel's groups of four or more rows.
 template <class QD, class = void>
 struct HasQkTile : std::false_type {};
 template <class QD>
