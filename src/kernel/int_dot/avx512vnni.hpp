@@ -156,8 +156,8 @@ struct QuantDot : DequantAvx2<Arch> {
 
   // ---------------------------------------------------------------- Q·Kᵀ, 16 keys in lanes
   //
-  // s_r[j] = q_r · k_j for 16 keys j (kQkTile: the decode kernel's rows of a KV head group, 2 or
-  // more). Per pair of blocks each key's 64 bytes (q4: its 32 bytes of nibbles, unpacked as dot()
+  // s_r[j] = q_r · k_j for 16 keys j (kQkTile: the decode kernel's rows of a KV head group, 4 or 8 a
+  // pass where it has 4 or more; 1 and 2 rows keep dot(), measured faster there). Per pair of blocks each key's 64 bytes (q4: its 32 bytes of nibbles, unpacked as dot()
   // does) are transposed so that vector d holds dword d of all 16 keys; a row then takes 16
   // vpdpbusd against its broadcast query dwords into two accumulators (one per block: exact block
   // sums with keys in lanes), and the block scales, with keys in lanes too, cost a convert, a
