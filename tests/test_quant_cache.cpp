@@ -385,8 +385,8 @@ TEST_P(QuantCacheTest, AnyQueriesWithinTheDocumentedBound) {
 }
 
 // Quantized keys under query groups of every size the decode kernel's Q·Kᵀ blocks them in: 1, 2,
-// 3, 4, 5, 8, 12 and 16 rows per KV head (AVX-512 VNNI takes groups of 4 and more 16 keys at a time
-// with keys in lanes, 4 or 8 rows a pass), head sizes of 1, 3, 4 and 5 blocks (a pair of blocks
+// 3, 4, 5, 8, 12 and 16 rows per KV head (groups of 4 and more take their keys in lanes: 16 at a
+// time on AVX-512 VNNI, 4 or 8 rows a pass; 8 on AVX2 and AVX-512F, 4 rows a pass), head sizes of 1, 3, 4 and 5 blocks (a pair of blocks
 // per transpose, and an odd last one), key counts that end a tile mid-way through 16 keys and a
 // second 512-key chunk. Exact queries and float32 values: Q·Kᵀ alone differs from the reference,
 // and by the plain fp32 bound.

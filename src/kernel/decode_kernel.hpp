@@ -388,8 +388,8 @@ class DecodeAttention {
   void qk_rows_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt, int64_t ahead,
                      float* s) const {
     // Rows per register block as in qk_rows: 1, 2 (all that 4 lanes allow), else 4; 8 for larger groups
-    // where the keys are transposed to lanes (qk_tile: the transposes shared by twice the rows).
-    const int rb = L == 1 || n_rows == 1 ? 1 : n_rows == 2 || L == 4 ? 2 : HasQkTile<QD>::value && n_rows >= 8 ? 8 : 4;
+    // where 16 keys are transposed to lanes (qk_tile on zmm: the transposes shared by twice the rows).
+    const int rb = L == 1 || n_rows == 1 ? 1 : n_rows == 2 || L == 4 ? 2 : HasQkTile<QD>::value && L == 16 && n_rows >= 8 ? 8 : 4;
     auto run = [&](auto rows) {
       constexpr int RB = decltype(rows)::value;
       if constexpr (L % RB == 0)
@@ -400,7 +400,7 @@ class DecodeAttention {
     if (rb == 1) run(std::integral_constant<int, 1>{});
     else if (rb == 2) run(std::integral_constant<int, 2>{});
     else if (rb == 4) run(std::integral_constant<int, 4>{});
-    else if constexpr (HasQkTile<QD>::value) run(std::integral_constant<int, 8>{});
+    else if constexpr (HasQkTile<QD>::value && L == 16) run(std::integral_constant<int, 8>{});
   }
 
   // Quantized K rows [from, to) (a tile ahead of the keys in use): each line once where the rows are
@@ -432,15 +432,14 @@ class DecodeAttention {
     const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
     alignas(64) float dots[L];
     quant_dot_check_here();
-    if constexpr (HasQkTile<QD>::value && RB >= 4) {  // 16 keys at a time, keys in lanes (measured: 2 rows gain nothing, 1 loses 7-15%)
-      static_assert(L == 16, "qk_tile writes 16 scores a row");
+    if constexpr (HasQkTile<QD>::value && RB >= 4) {  // L keys at a time, keys in lanes (measured: 2 rows gain nothing, 1 loses 7-15%)
       for (int r0 = 0; r0 < n_rows; r0 += RB) {
         const QRow* q[RB];
         for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
-        for (int j = 0; j < kt; j += 16) {
-          const uint8_t* kr[16];
-          for (int c = 0; c < 16; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
-          if (r0 == 0) prefetch_key_rows(k, j + KT, std::min<int64_t>(j + KT + 16, ahead), ks);
+        for (int j = 0; j < kt; j += L) {
+          const uint8_t* kr[L];
+          for (int c = 0; c < L; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
+          if (r0 == 0) prefetch_key_rows(k, j + KT, std::min<int64_t>(j + KT + L, ahead), ks);
           QuantDotOf<QD, KTraits::kType>::template qk_tile<RB, NB>(q, kr, scales_at, nb, s + r0 * KT + j, KT,
                                                                std::min(RB, n_rows - r0));
         }
