@@ -23,6 +23,9 @@
 //
 // A new instruction set is one file in kernel/int_dot/ defining QuantDot<Arch> (the interface of
 // QuantDotScalar below; a 128-bit one supplies BlockDot128's Ops) and its name in its target row.
+// Optionally it also defines kQkTile and qk_tile<RB, Q4, NB>: Q·Kᵀ for as many keys as its float
+// lanes at once with keys in lanes, which the decode kernel then uses for groups of 4+ rows
+// (avx512vnni: 16 keys, avx2: 8).
 #pragma once
 
 #include "base/arch_namespace.hpp"
