@@ -389,7 +389,10 @@ class DecodeAttention {
                      float* s) const {
     // Rows per register block as in qk_rows: 1, 2 (all that 4 lanes allow), else 4; 8 for larger groups
     // where 16 keys are transposed to lanes (qk_tile on zmm: the transposes shared by twice the rows).
-    const int rb = L == 1 || n_rows == 1 ? 1 : n_rows == 2 || L == 4 ? 2 : HasQkTile<QD>::value && L == 16 && n_rows >= 8 ? 8 : 4;
+    const bool tile = p_.kv.k_type == KVType::q4 ? HasQkTile<QD, true>::value : HasQkTile<QD, false>::value;
+    const int rb = L == 1 || n_rows == 1 ? 1
+                 : n_rows == 2 || (L == 4 && !(tile && n_rows >= 4)) ? 2
+                 : tile && L == 16 && n_rows >= 8 ? 8 : 4;
     auto run = [&](auto rows) {
       constexpr int RB = decltype(rows)::value;
       if constexpr (L % RB == 0)
@@ -400,7 +403,7 @@ class DecodeAttention {
     if (rb == 1) run(std::integral_constant<int, 1>{});
     else if (rb == 2) run(std::integral_constant<int, 2>{});
     else if (rb == 4) run(std::integral_constant<int, 4>{});
-    else if constexpr (HasQkTile<QD>::value && L == 16) run(std::integral_constant<int, 8>{});
+    else if constexpr ((HasQkTile<QD, false>::value || HasQkTile<QD, true>::value) && L == 16) run(std::integral_constant<int, 8>{});
   }
 
   // Quantized K rows [from, to) (a tile ahead of the keys in use): each line once where the rows are
@@ -432,7 +435,7 @@ class DecodeAttention {
     const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
     alignas(64) float dots[L];
     quant_dot_check_here();
-    if constexpr (HasQkTile<QD>::value && RB >= 4) {  // L keys at a time, keys in lanes (measured: 2 rows gain nothing, 1 loses 7-15%)
+    if constexpr (HasQkTile<QD, KTraits::kType == KVType::q4>::value && RB >= 4) {  // L keys at a time, keys in lanes (measured: 2 rows gain nothing, 1 loses 7-15%)
       for (int r0 = 0; r0 < n_rows; r0 += RB) {
         const QRow* q[RB];
         for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];

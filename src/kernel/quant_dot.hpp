@@ -23,9 +23,9 @@
 //
 // A new instruction set is one file in kernel/int_dot/ defining QuantDot<Arch> (the interface of
 // QuantDotScalar below; a 128-bit one supplies BlockDot128's Ops) and its name in its target row.
-// Optionally it also defines kQkTile and qk_tile<RB, Q4, NB>: Q·Kᵀ for as many keys as its float
-// lanes at once with keys in lanes, which the decode kernel then uses for groups of 4+ rows
-// (avx512vnni: 16 keys, avx2: 8).
+// Optionally it also defines kQkTile[q8, q4] and qk_tile<RB, Q4, NB>: Q·Kᵀ for as many keys as its
+// float lanes at once with keys in lanes, which the decode kernel then uses for groups of 4+ rows
+// (avx512vnni: 16 keys, avx2: 8, simd128: 4, q4 keys only).
 #pragma once
 
 #include "base/arch_namespace.hpp"
@@ -196,12 +196,13 @@ struct BlockDot128 : Ops {
 template <class QD, KVType T>
 struct QuantDotOf;
 
-// Whether QD computes Q·Kᵀ a tile of 16 keys at a time with keys in lanes (QD::qk_tile, where an
-// instruction set defines kQkTile), for the decode kernel's groups of four or more rows.
-template <class QD, class = void>
+// Whether QD computes Q·Kᵀ for q8 (Q4 false) or q4 keys a tile of its float lanes' keys at a time
+// with keys in lanes (QD::qk_tile, where an instruction set defines kQkTile[q8, q4]), for the decode
+// kernel's groups of four or more rows.
+template <class QD, bool Q4, class = void>
 struct HasQkTile : std::false_type {};
-template <class QD>
-struct HasQkTile<QD, std::void_t<decltype(QD::kQkTile)>> : std::bool_constant<QD::kQkTile> {};
+template <class QD, bool Q4>
+struct HasQkTile<QD, Q4, std::void_t<decltype(QD::kQkTile)>> : std::bool_constant<QD::kQkTile[Q4 ? 1 : 0]> {};
 
 template <class QD>
 struct QuantDotOf<QD, KVType::q8> {

@@ -57,7 +57,7 @@ struct QuantDot : DequantAvx2<Arch> {
   // one accumulator: exact block sums with keys in lanes, scaled by a convert, a multiply and an fma
   // per block and 8 keys. Per key, block and row about 4.5 instructions where dot() spends 8 and a
   // lane reduction. The transposed dwords wait in memory (AVX2 has 16 registers), read as operands.
-  static constexpr bool kQkTile = true;
+  static constexpr bool kQkTile[2] = {true, true};  // q8, q4
   template <int RB, bool Q4, int NB>  // NB: the block count when known at compile time, else 0
   static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb_rt, float* s,
                       int64_t s_stride, int n_store) {

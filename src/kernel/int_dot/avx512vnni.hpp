@@ -166,7 +166,7 @@ struct QuantDot : DequantAvx2<Arch> {
   // per key and pair, shared by the rows) are what it costs instead.
   // k: the 16 keys' rows (repeated where the tile has fewer); s: row r's 16 scores at s + r·s_stride,
   // for the first n_store rows.
-  static constexpr bool kQkTile = true;
+  static constexpr bool kQkTile[2] = {true, true};  // q8, q4
   template <int RB, bool Q4, int NB>  // NB: the block count when known at compile time (D = 128: 4), else 0
   static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb_rt, float* s,
                       int64_t s_stride, int n_store) {
