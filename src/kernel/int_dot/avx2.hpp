@@ -65,15 +65,12 @@ struct QuantDot : DequantAvx2<Arch> {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 score[RB];
     for (int r = 0; r < RB; ++r) score[r] = _mm256_setzero_ps();
-    alignas(32) __m256i kt[8], ka[8];  // dword d of the 8 keys: as stored (signs) and |k| (q4: nibbles)
     for (int64_t blk = 0; blk < nb; ++blk) {
-      __m256i t[8];
+      __m256i t[8], ka[8];  // dword d of the 8 keys: as stored (q8: its signs; q4: the nibbles) and q8's |k|
       for (int j = 0; j < 8; ++j) t[j] = Q4 ? q4_nibbles(k[j] + blk * 16) : load(k[j] + blk * 32);
       transpose8(t);
-      for (int d = 0; d < 8; ++d) {
-        kt[d] = t[d];
-        ka[d] = Q4 ? t[d] : _mm256_abs_epi8(t[d]);
-      }
+      if constexpr (!Q4)
+        for (int d = 0; d < 8; ++d) ka[d] = _mm256_abs_epi8(t[d]);
       alignas(32) float kd[8];
       for (int j = 0; j < 8; ++j) kd[j] = reinterpret_cast<const float*>(k[j] + scales_at)[blk];
       const __m256 kscale = _mm256_load_ps(kd);
@@ -84,7 +81,7 @@ struct QuantDot : DequantAvx2<Arch> {
           int32_t x;
           std::memcpy(&x, qb + 4 * d, 4);
           const __m256i qd = _mm256_set1_epi32(x);
-          const __m256i pairs = _mm256_maddubs_epi16(ka[d], Q4 ? qd : _mm256_sign_epi8(qd, kt[d]));
+          const __m256i pairs = Q4 ? _mm256_maddubs_epi16(t[d], qd) : _mm256_maddubs_epi16(ka[d], _mm256_sign_epi8(qd, t[d]));
           acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
         }
         score[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_mul_ps(kscale, _mm256_set1_ps(q[r]->d[blk])), score[r]);

@@ -157,13 +157,14 @@ struct QuantDot : DequantAvx2<Arch> {
   // ---------------------------------------------------------------- Q·Kᵀ, 16 keys in lanes
   //
   // s_r[j] = q_r · k_j for 16 keys j (kQkTile: the decode kernel's rows of a KV head group, 4 or 8 a
-  // pass where it has 4 or more; 1 and 2 rows keep dot(), measured faster there). Per pair of blocks each key's 64 bytes (q4: its 32 bytes of nibbles, unpacked as dot()
-  // does) are transposed so that vector d holds dword d of all 16 keys; a row then takes 16
-  // vpdpbusd against its broadcast query dwords into two accumulators (one per block: exact block
-  // sums with keys in lanes), and the block scales, with keys in lanes too, cost a convert, a
-  // multiply and an fma per block and row for all 16 keys. Per key and row that is 2 vpdpbusd and
-  // 0.75 other instructions, where dot() spends 8 and a lane reduction; the transposes (4 shuffles
-  // per key and pair, shared by the rows) are what it costs instead.
+  // pass where it has 4 or more; 1 and 2 rows keep dot(), measured faster there). Per pair of
+  // blocks each key's 64 bytes (q4: its 32 bytes of nibbles, unpacked as dot() does) are
+  // transposed so that vector d holds dword d of all 16 keys; a row then takes 16 vpdpbusd against
+  // its broadcast query dwords into two accumulators (one per block: exact block sums with keys in
+  // lanes), and the block scales, with keys in lanes too, cost a convert, a multiply and an fma per
+  // block and row for all 16 keys. Per key and row that is 2 vpdpbusd and 0.75 other instructions,
+  // where dot() spends 8 and a lane reduction; the transposes (4 shuffles per key and pair, shared
+  // by the rows) are what it costs instead.
   // k: the 16 keys' rows (repeated where the tile has fewer); s: row r's 16 scores at s + r·s_stride,
   // for the first n_store rows.
   static constexpr bool kQkTile[2] = {true, true};  // q8, q4
