@@ -8,7 +8,8 @@ packages=(cmake ninja-build g++ emscripten libxsimd-dev libgtest-dev googletest 
           chromium libopenblas-dev libeigen3-dev libdnnl-dev
           g++-aarch64-linux-gnu qemu-user  # the aarch64 (neon64) cross build, tests under qemu
           clang-19 lld-19 llvm-19          # the relaxed-SIMD WebAssembly builds (emcc on clang-19)
-          libclang-rt-19-dev)              # libFuzzer and the sanitizers' runtimes for clang-19 (tests/fuzz)
+          libclang-rt-19-dev               # libFuzzer and the sanitizers' runtimes for clang-19 (tests/fuzz)
+          fonts-wqy-zenhei)                # a CJK font: scripts/render-ocr-lines.mjs draws a line in Chinese
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
