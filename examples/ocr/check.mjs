@@ -31,6 +31,7 @@ export async function checkLine(rec, ma, x, { dtype = 'float32', keyRotation } =
     return {
       maxDeltaOutput: maxAbsDiff(mine.output.data, own.output.data),
       maxDeltaWeights: maxAbsDiff(mine.weights.data, own.weights.data),
+      maxAbsV: own.v.data.reduce((m, x) => Math.max(m, Math.abs(x)), 0),
     };
   });
   const maxDeltaProb = maxAbsDiff(split.probs, ref.probs);

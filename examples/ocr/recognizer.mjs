@@ -40,13 +40,26 @@ export function maskattnLayer(ma, q, k, v, { dtype = 'float32', keyRotation, key
   if (dtype === 'float32' && keyRotation === undefined) {
     return ma.attention(q, k, v, { scale: 1, keyLengths, returnWeights });
   }
-  const cache = ma.createKVCache({ batch: B, kvHeads: H, capacity: L, headDim: D, dtype, ...(keyRotation ? { keyRotation } : {}) });
+  // The key rotation needs an even head size; 15 becomes 16 with a zero channel in Q and K, which
+  // changes no dot product (V keeps its 15).
+  const widen = keyRotation === 'hadamard' && D % 2 === 1;
+  const [qs, ks] = widen ? [padLastDim(q, D + 1), padLastDim(k, D + 1)] : [q, k];
+  const cache = ma.createKVCache({
+    batch: B, kvHeads: H, capacity: L, headDim: ks.shape[3], valueDim: D, dtype, ...(keyRotation ? { keyRotation } : {}),
+  });
   try {
-    cache.append(k, v, keyLengths ? { counts: keyLengths } : undefined);
-    return cache.attend(q, { causal: false, scale: 1, returnWeights });
+    cache.append(ks, v, keyLengths ? { counts: keyLengths } : undefined);
+    return cache.attend(qs, { causal: false, scale: 1, returnWeights });
   } finally {
     cache.dispose();
   }
+}
+
+function padLastDim(t, width) {
+  const [B, H, L, D] = t.shape;
+  const data = new Float32Array(B * H * L * width);
+  for (let r = 0; r < B * H * L; ++r) data.set(t.data.subarray(r * D, (r + 1) * D), r * width);
+  return { data, shape: [B, H, L, width] };
 }
 
 const asTensor = (t) => ({ data: t.data, shape: t.dims });
