@@ -99,7 +99,7 @@ function printRecord(r, args) {
   if (args.batch) {
     console.log(`${r.file} (${r.tokens} of ${r.paddedTo} tokens): alone "${r.alone}"`);
     console.log(`  masked   "${r.masked.text}"  max |Δprob| ${e(r.masked.maxDeltaProb)}`);
-    console.log(`  unmasked "${r.unmasked.text}"  max |Δprob| ${e(r.unmasked.maxDeltaProb)}`);
+    console.log(`  unmasked "${r.unmasked.text}"  max |Δprob| ${e(r.unmasked.maxDeltaProb)}; masked vs unmasked ${e(r.maskedVsUnmasked)}`);
     return;
   }
   console.log(`${r.file}: "${r.text}" (${r.tokens} tokens, ${r.ms} ms)`);

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import * as ort from 'onnxruntime-node';
 import { init } from 'maskattn';
 
-import { PROB_FLOOR, checkLine } from '../../examples/ocr/check.mjs';
+import { PROB_FLOOR, checkLine, lineRows } from '../../examples/ocr/check.mjs';
 import { batchInput, readPng } from '../../examples/ocr/image.mjs';
 import { LAYERS, MODEL_VERSION, loadModelFiles, splitModel } from '../../examples/ocr/model.mjs';
 import { createRecognizer, maxAbsDiff } from '../../examples/ocr/recognizer.mjs';
@@ -78,6 +78,28 @@ describe('PP-OCRv4 recognizer with maskattn attention', () => {
       // It is the quantized cache that ran: its probabilities move by more than float32's bound
       // (7e-5 to 4.5e-3 here, float32 attention at most 3.1e-6).
       assert.ok(maxAbsDiff(q8.probs, ref.probs) > PROB_FLOOR, line.file);
+    }
+  });
+
+  test('a padded batch: with keyLengths each line\'s real rows are its single-line attention, without them not', async () => {
+    const { ma, rec } = await setup();
+    const files = ['no17.png', 'chinese.png', 'fox.png'];
+    const x = batchInput(files.map((f) => readPng(new URL(f, dir))));
+    const masked = await rec.run(x, { keyLengths: x.tokens });
+    const unmasked = await rec.run(x);
+    for (const [b, file] of files.entries()) {
+      const len = x.tokens[b];
+      for (const [l, layer] of masked.layers.entries()) {
+        const [q, k, v] = [layer.q, layer.k, layer.v].map((t) => lineRows(t, b, len));
+        const alone = ma.attention(q, k, v, { scale: 1 }).output.data;
+        const diff = maxAbsDiff(lineRows(layer.output, b, len).data, alone);
+        assert.ok(diff <= 1e-6, `${file} layer ${l}: masked batch rows differ from the line alone by ${diff}`);
+      }
+      const layer = unmasked.layers[0];
+      const [q, k, v] = [layer.q, layer.k, layer.v].map((t) => lineRows(t, b, len));
+      const alone = ma.attention(q, k, v, { scale: 1 }).output.data;
+      // The widest line has no padding; the others' rows move by 0.86-1.07 here when it is attended.
+      if (len < Math.max(...x.tokens)) assert.ok(maxAbsDiff(lineRows(layer.output, b, len).data, alone) > 0.1, `${file}: unmasked rows should see the padding`);
     }
   });
 });
