@@ -57,15 +57,20 @@ async function sessions(ort, core, L) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
-async function time(fn) {
-  for (let i = 0; i < 5; ++i) await fn();
-  const ms = [];
+// Round robin: each repetition times every implementation once, so a load that comes and goes
+// on a shared machine falls on all of them alike.
+async function timeAll(fns) {
+  const names = Object.keys(fns);
+  for (const n of names) for (let i = 0; i < 5; ++i) await fns[n]();
+  const ms = Object.fromEntries(names.map((n) => [n, []]));
   for (let r = 0; r < reps; ++r) {
-    const t = performance.now();
-    for (let i = 0; i < calls; ++i) await fn();
-    ms.push((performance.now() - t) / calls);
+    for (const n of names) {
+      const t = performance.now();
+      for (let i = 0; i < calls; ++i) await fns[n]();
+      ms[n].push((performance.now() - t) / calls);
+    }
   }
-  return median(ms) * 1000;  // µs per call
+  return Object.fromEntries(names.map((n) => [n, median(ms[n]) * 1000]));  // µs per call
 }
 
 const core = coreModel();
@@ -85,9 +90,10 @@ for (const L of LENGTHS) {
   ws.q.set(q);
   ws.k.set(k);
   ws.v.set(v);
-  const row = { L };
-  row.maskattn = await time(() => ma.attention({ data: q, shape }, { data: k, shape }, { data: v, shape }, { scale: 1 }));
-  row.workspace = await time(() => ws.run({ scale: 1 }));
+  const fns = {
+    maskattn: () => ma.attention({ data: q, shape }, { data: k, shape }, { data: v, shape }, { scale: 1 }),
+    workspace: () => ws.run({ scale: 1 }),
+  };
   for (const [name, ort] of [['node', ortNode], ['web', ortWeb]]) {
     const s = await sessions(ort, core, L);
     const t = (data) => new ort.Tensor('float32', data, shape);
@@ -97,9 +103,10 @@ for (const L of LENGTHS) {
     const a = (await s.core.run(coreFeeds))[core.layer.output].data;
     const b = (await s.op.run(opFeeds)).Y.data;
     if (maxAbsDiff(a, expect) > 1e-5 || maxAbsDiff(b, expect) > 1e-5) throw new Error(`L=${L}: ${name} results differ from maskattn's`);
-    row[`${name}Core`] = await time(() => s.core.run(coreFeeds));
-    row[`${name}Op`] = await time(() => s.op.run(opFeeds));
+    fns[`${name}Core`] = () => s.core.run(coreFeeds);
+    fns[`${name}Op`] = () => s.op.run(opFeeds);
   }
+  const row = { L, ...(await timeAll(fns)) };
   ws.dispose();
   rows.push(row);
   const c = (x) => x.toFixed(1);

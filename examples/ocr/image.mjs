@@ -71,7 +71,10 @@ export function batchInput(images, pad = PAD_VALUES.gray) {
   return { data, dims: [images.length, 3, HEIGHT, padTo], widths, tokens: widths.map(tokensOf) };
 }
 
-/** The model's token count for a line `width` columns wide: one per 8 columns. */
+/**
+ * The model's token count for a line `width` columns wide: one per 8 columns, as its CNN's strides
+ * and padding round (measured for every width from 96 to 128).
+ */
 export function tokensOf(width) {
-  return Math.floor(width / 8);
+  return Math.floor((width + 3) / 8);
 }

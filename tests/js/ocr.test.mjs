@@ -49,6 +49,8 @@ describe('PP-OCRv4 recognizer with maskattn attention', () => {
     for (const line of LINES) {
       const r = await checkLine(rec, ma, images.get(line.file));
       assert.equal(r.text, r.reference.text, line.file);
+      // The token count --batch masks by (tokensOf) is the model's own.
+      assert.equal(images.get(line.file).tokens[0], r.tokens, `${line.file}: tokens`);
       assert.ok(r.reference.maxDeltaProb <= r.reference.bound,
         `${line.file}: max |Δprob| ${r.reference.maxDeltaProb} > bound ${r.reference.bound}`);
       for (const [i, l] of r.layers.entries()) {
