@@ -1,7 +1,8 @@
 // End-to-end time of the real recognizer (examples/ocr.mjs) per rendered line of tests/ocr/: the
 // unmodified model in one onnxruntime-node session against the split path (three sessions,
 // maskattn's attention between them), 1 thread each, runs alternated, medians of --reps runs.
-// Also the time maskattn's two attention calls take inside the split path.
+// Also the time maskattn's two attention calls take inside the split path, and the fastest run of
+// each (on a shared machine, the run least disturbed by other work).
 //   node bench/js/ocr-bench.mjs [--reps 21] [--json out.json]
 import * as ort from 'onnxruntime-node';
 import { init } from 'maskattn';
@@ -30,9 +31,11 @@ const ma = await init({ threads: 1 });
 const rec = await createRecognizer(ort, ma);
 const rows = [];
 console.log(`${machine().cpu}, maskattn ${ma.backend.build}, onnxruntime-node ${ort.env.versions?.common ?? ''}, ${reps} runs`);
-console.log('line            L  unmodified ms  split ms  ratio  maskattn attention ms');
+console.log('line            L  unmodified ms  split ms  ratio  maskattn attention ms  fastest: unmodified  split  ratio');
 let totalPlain = 0;
 let totalSplit = 0;
+let totalPlainMin = 0;
+let totalSplitMin = 0;
 for (const line of lines) {
   const x = batchInput([readPng(new URL(line.file, dir))]);
   await rec.reference(x);
@@ -53,10 +56,15 @@ for (const line of lines) {
   }
   const row = { file: line.file, tokens: x.tokens[0], plainMs: median(plain), splitMs: median(split), attentionMs: median(attention) };
   row.ratio = row.splitMs / row.plainMs;
+  row.plainMin = Math.min(...plain);
+  row.splitMin = Math.min(...split);
   totalPlain += row.plainMs;
   totalSplit += row.splitMs;
+  totalPlainMin += row.plainMin;
+  totalSplitMin += row.splitMin;
   rows.push(row);
-  console.log(`${row.file.padEnd(14)} ${String(row.tokens).padStart(3)}  ${row.plainMs.toFixed(2).padStart(13)}  ${row.splitMs.toFixed(2).padStart(8)}  ${row.ratio.toFixed(3)}  ${row.attentionMs.toFixed(3).padStart(8)}`);
+  console.log(`${row.file.padEnd(14)} ${String(row.tokens).padStart(3)}  ${row.plainMs.toFixed(2).padStart(13)}  ${row.splitMs.toFixed(2).padStart(8)}  ${row.ratio.toFixed(3)}  ${row.attentionMs.toFixed(3).padStart(8)}  ${row.plainMin.toFixed(2).padStart(8)}  ${row.splitMin.toFixed(2).padStart(8)}  ${(row.splitMin / row.plainMin).toFixed(3)}`);
 }
-console.log(`all lines: unmodified ${totalPlain.toFixed(1)} ms, split ${totalSplit.toFixed(1)} ms, ratio ${(totalSplit / totalPlain).toFixed(3)}`);
+console.log(`all lines, medians: unmodified ${totalPlain.toFixed(1)} ms, split ${totalSplit.toFixed(1)} ms, ratio ${(totalSplit / totalPlain).toFixed(3)}; ` +
+  `fastest runs: ${totalPlainMin.toFixed(1)} ms, ${totalSplitMin.toFixed(1)} ms, ratio ${(totalSplitMin / totalPlainMin).toFixed(3)}`);
 if (jsonOut) writeFileSync(jsonOut, JSON.stringify({ machine: machine(), build: ma.backend.build, reps, rows }, null, 2));
