@@ -366,11 +366,12 @@ double kv_byte_length(uint32_t handle) {
 }
 
 // The library's limits, for JavaScript's own checks (one source: maskattn::max_buffer_bytes(),
-// maskattn::max_sequence_length()).
+// maskattn::max_sequence_length(), maskattn::max_ring_length()).
 emscripten::val limits() {
   auto info = emscripten::val::object();
   info.set("maxBytes", double(maskattn::max_buffer_bytes()));
   info.set("maxSequenceLength", double(maskattn::max_sequence_length()));
+  info.set("maxRingLength", double(maskattn::max_ring_length()));
   return info;
 }
 

@@ -47,7 +47,7 @@ export class MaskAttn {
     const info = module.backend();
     // Most threads a call may use: the module's worker pool and the calling thread.
     this._wire = new Wire(module, info.pthreads ? threads : 1);
-    /** The library's limits: { maxBytes } per buffer (2^31 - 1 in wasm32), { maxSequenceLength } (2^23). */
+    /** The library's limits: { maxBytes } per buffer (2^31 - 1 in wasm32), { maxSequenceLength } (2^23), { maxRingLength } (2^31 - 1). */
     this.limits = this._wire.limits;
     /** { simd, relaxed, arch, lanes, quantDot, threads, build, version } */
     this.backend = Object.freeze({

@@ -339,8 +339,10 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
 export interface Limits {
   /** Most bytes one buffer (tensor, mask, output, cache storage) may need: 2^31 - 1 in wasm32. */
   readonly maxBytes: number;
-  /** Longest sequence (Lq, Lk, a cache's positions): 2^23. */
+  /** Longest sequence (Lq, Lk of a tensor, a cache without a window's positions): 2^23. */
   readonly maxSequenceLength: number;
+  /** Most tokens a window cache (a ring) may see: 2^31 - 1 (it holds only its capacity). */
+  readonly maxRingLength: number;
 }
 
 export declare class MaskAttn {

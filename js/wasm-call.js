@@ -17,7 +17,9 @@ export class Wire {
     this.m = module;
     this.threads = threads;
     const limits = module.limits();
-    this.limits = Object.freeze({ maxBytes: limits.maxBytes, maxSequenceLength: limits.maxSequenceLength });
+    this.limits = Object.freeze({
+      maxBytes: limits.maxBytes, maxSequenceLength: limits.maxSequenceLength, maxRingLength: limits.maxRingLength,
+    });
     // The call's argument block: float64 fields in the order the C++ side publishes. Allocated
     // once; owned by this Wire (the MaskAttn instance) for the module's lifetime.
     this.fields = Object.fromEntries(module.callArgsLayout().split(',').map((name, i) => [name, i]));

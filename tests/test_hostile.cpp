@@ -391,14 +391,17 @@ const std::vector<Row>& rows() {
                       maskattn::HalfTensor(maskattn::bhld<const uint16_t>(w.hv.p(), 2, 2, 1, 6, 23)));
        }, "v", {"24", "23"}},
       {"append_beyond_max_sequence_length_ring", [](W& w) {
-         // A ring never runs out of room, but positions stay absolute: 5 + 2^23 is past the limit.
-         std::vector<float> big(size_t(p2(23)), 0.0f);
+         // A ring never runs out of room, but its positions are int32: one past 2^31 - 1 (a long
+         // append costs what the ring keeps, so 2^31 tokens take 512 of them).
+         std::vector<float> big(size_t(p2(22)), 0.0f);
          KVCacheConfig c = cache_config(KVType::f32, 3, 3);
          c.batch = c.kv_heads = c.head_dim = c.value_dim = 1;
          KVCache r(c);
-         r.append(maskattn::bhld<const float>(big.data(), 1, 1, 5, 1), maskattn::bhld<const float>(big.data(), 1, 1, 5, 1));
-         r.append(maskattn::bhld<const float>(big.data(), 1, 1, p2(23), 1), maskattn::bhld<const float>(big.data(), 1, 1, p2(23), 1));
-       }, "sequence[0]", {"8388608"}},
+         for (int n = 0; n < 511; ++n)
+           r.append(maskattn::bhld<const float>(big.data(), 1, 1, p2(22), 1), maskattn::bhld<const float>(big.data(), 1, 1, p2(22), 1));
+         r.append(maskattn::bhld<const float>(big.data(), 1, 1, p2(22) - 1, 1), maskattn::bhld<const float>(big.data(), 1, 1, p2(22) - 1, 1));
+         r.append(maskattn::bhld<const float>(big.data(), 1, 1, 1, 1), maskattn::bhld<const float>(big.data(), 1, 1, 1, 1));
+       }, "sequence[0]", {"2147483647"}},
 
       // ---- KV cache: truncate, attend.
       {"truncate_beyond_length", [](W& w) { static const std::vector<int32_t> l = {4, 5}; w.f32.truncate(l); }, "lengths[0]", {"3", "4"}},

@@ -199,6 +199,18 @@ inline bool integer_pv_target(maskattn::Target t) {
   return t == maskattn::Target::simd128 || t == maskattn::Target::avx512vnni;
 }
 
+// How far a row of a cache with q8/q4 keys may be from the float64 reference over its contents
+// (docs/semantics.md, "Quantized caches"): the kernel quantizes the query row for integer dot
+// products, which moves each logit by at most δ = scale · |q|₂ / 254 · sqrt(D) · max |k|₂
+// (amax of a rotated query block <= |q|₂ and Σ over blocks of |k block|₁ <= sqrt(D) |k|₂, rotated
+// or not), so each output element by (e^(2δ) - 1) · max |V|; plus
+// the fp32 floor and P·V's integer rounding where it runs.
+inline double quantized_query_bound(double scale, double q_norm, int64_t D, double k_norm_max, double v_max,
+                                    double pv_rounding) {
+  const double delta = scale * q_norm / 254 * std::sqrt(double(D)) * k_norm_max;
+  return (std::exp(2 * delta) - 1) * v_max + 1e-5 * std::max(1.0, v_max) + pv_rounding;
+}
+
 // f() must throw an ArgumentError naming `argument` (a TypeError-kind one when type_error).
 inline void expect_argument_error(const std::function<void()>& f, const std::string& argument, bool type_error = false) {
   try {

@@ -164,9 +164,11 @@ struct KVCache::Impl {
         detail::fail(detail::cat("sequence[", b, "]"),
              detail::cat("sequence ", b, " holds ", lengths[size_t(b)], " positions; appending ", n, " would need ", after,
                  ", capacity is ", cap(), " (nothing was written; use a larger capacity, or a window for a ring)"));
-      if (after > detail::kMaxSequenceLength)
+      // A ring holds its slots whatever it has seen; its positions (int32) count on to 2^31 - 1.
+      const int64_t most = ring() ? detail::kMaxRingLength : detail::kMaxSequenceLength;
+      if (after > most)
         detail::fail(detail::cat("sequence[", b, "]"), detail::cat("sequence ", b, " would reach ", after, " positions, the most is ",
-                                           detail::kMaxSequenceLength));
+                                           most, ring() ? " for a window cache (nothing was written; reset() or truncate() to start over)" : ""));
       take[size_t(b)] = int32_t(n);
     }
   }
@@ -180,15 +182,20 @@ struct KVCache::Impl {
     const int64_t pos = lengths[size_t(b)] + i, end = lengths[size_t(b)] + n;
     return pos < sinks() || pos >= end - (cap() - sinks());
   }
+  // The next kept new position at or after i (n if none): a long append into a ring visits only
+  // the rows it keeps, so its cost is bounded by the capacity, not by the tokens given.
+  int64_t next_kept(int64_t b, int64_t i, int64_t n) const {
+    if (!ring() || i >= n || kept(b, i, n)) return std::min(i, n);
+    return std::min(n, n - (cap() - sinks()));  // past i: i is not kept, so it lies below this
+  }
   // Pages every kept new position will be written to, made writable before anything is written.
   void own_new_positions(const std::vector<int32_t>& take) {
     if (!paged()) return;
     for (int64_t b = 0; b < cfg.batch; ++b)
-      for (int64_t i = 0; i < take[size_t(b)]; ++i)
-        if (kept(b, i, take[size_t(b)])) {
-          const int64_t pos = lengths[size_t(b)] + i, s = slot(pos);
-          if (i == 0 || s % P() == 0 || !kept(b, i - 1, take[size_t(b)]) || s != slot(pos - 1) + 1) own_page(b, s);
-        }
+      for (int64_t i = next_kept(b, 0, take[size_t(b)]); i < take[size_t(b)]; i = next_kept(b, i + 1, take[size_t(b)])) {
+        const int64_t pos = lengths[size_t(b)] + i, s = slot(pos);
+        if (i == 0 || s % P() == 0 || !kept(b, i - 1, take[size_t(b)]) || s != slot(pos - 1) + 1) own_page(b, s);
+      }
   }
 
   // One row of floats (scratch: it may be changed) into the cache's format at `to`: float16 rounding,
@@ -220,8 +227,7 @@ struct KVCache::Impl {
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
       int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
-      for (int64_t i = 0; i < n; ++i) {
-        if (!kept(b, i, n)) continue;
+      for (int64_t i = next_kept(b, 0, n); i < n; i = next_kept(b, i + 1, n)) {
         const int64_t pos = lengths[size_t(b)] + i;
         if (rope && i - run >= detail::RopeRotation::kRun) {
           run = i;
@@ -304,10 +310,10 @@ struct KVCache::Impl {
 
   // Copies the rows of position `from` to position `to` (every head, K and V) within sequence b
   // (the page of `to` already owned). With RoPE (`rope` and a scratch row of D floats, made before
-  // anything moves) the key rows are re-rotated by (to - from): stored at their new position's
-  // angle (f16, q8 and q4 rows are rounded or quantized again).
+  // anything moves) the key rows are re-rotated from `from`'s angle to `to`'s: stored at their new
+  // position's angle (f16, q8 and q4 rows are rounded or quantized again).
   void move_row(int64_t b, int64_t from, int64_t to, detail::RopeRotation* rope, float* scratch) {
-    if (rope) rope->at(to - from);
+    if (rope) rope->between(from, to);
     for (int64_t h = 0; h < cfg.kv_heads; ++h) {
       if (rope) {
         read_row(true, b, h, from, scratch);

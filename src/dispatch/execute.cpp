@@ -10,22 +10,23 @@
 namespace maskattn::detail {
 namespace {
 
-// What the reference reads: plain float K and V in position order. A cache's rows of another dtype,
-// its ring's slots or its pages become its logical contents (dequantized, the key rotation undone);
-// positions it no longer holds stay zero (masked: never read). Lengths, sinks and `first` stay,
-// for the cache's rules.
+// What the reference reads: plain float K and V. A cache's rows of another dtype or its pages
+// become its logical contents (dequantized, the key rotation undone), a ring's in its slots (the
+// reference reads position j from slot(j)): memory follows what the cache holds, not the positions
+// it has seen. Positions it no longer holds stay zero or hold newer rows (masked: never read).
+// Lengths, sinks and `first` stay, for the cache's rules.
 KeySource logical_keys(const KeySource& kv, std::vector<float> (&rows)[2]) {
   KeySource plain = kv;
+  const int64_t slots = kv.ring ? kv.sinks + kv.ring : kv.Lk;
   for (int s = 0; s < 2; ++s) {
     const bool key = s == 0;
     const int64_t width = key ? kv.D : kv.Dv;
-    rows[s].assign(size_t(kv.B * kv.H * kv.Lk * width), 0.0f);
+    rows[s].assign(size_t(kv.B * kv.H * slots * width), 0.0f);
     for (int64_t b = 0; b < kv.B; ++b)
       for (int64_t h = 0; h < kv.H; ++h)
-        for (int64_t j = 0; j < (kv.lengths ? kv.lengths[b] : kv.Lk); ++j)
-          if (kv.holds(b, j))
-            row_to_float(key ? kv.k_type : kv.v_type, key ? kv.key_row(b, h, j) : kv.value_row(b, h, j), width,
-                         key && kv.keys_rotated, rows[s].data() + ((b * kv.H + h) * kv.Lk + j) * width);
+        for (int64_t j = 0; j < (kv.lengths ? kv.lengths[b] : kv.Lk); j = kv.holds(b, j) ? j + 1 : kv.first[b])
+          row_to_float(key ? kv.k_type : kv.v_type, key ? kv.key_row(b, h, j) : kv.value_row(b, h, j), width,
+                       key && kv.keys_rotated, rows[s].data() + ((b * kv.H + h) * slots + kv.slot(j)) * width);
   }
   plain.k = rows[0].data();
   plain.v = rows[1].data();
@@ -33,9 +34,8 @@ KeySource logical_keys(const KeySource& kv, std::vector<float> (&rows)[2]) {
   plain.keys_rotated = false;
   plain.k_pages = plain.v_pages = nullptr;
   plain.page_keys = plain.pages_per_seq = 0;
-  plain.ring = 0;
-  plain.ks = {kv.H * kv.Lk * kv.D, kv.Lk * kv.D, kv.D};
-  plain.vs = {kv.H * kv.Lk * kv.Dv, kv.Lk * kv.Dv, kv.Dv};
+  plain.ks = {kv.H * slots * kv.D, slots * kv.D, kv.D};
+  plain.vs = {kv.H * slots * kv.Dv, slots * kv.Dv, kv.Dv};
   return plain;
 }
 

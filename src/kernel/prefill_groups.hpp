@@ -54,7 +54,7 @@ MASKATTN_MICROTILE void PrefillAttention<Arch>::logits_group(V (&x)[NK][R], cons
   if (p_.alibi_slopes) {  // s += -slope * |d(i) - j|
     for (int r = 0; r < R; ++r) {
       const V diag = S::load(blk.diag + r * W), slope = S::load(blk.neg_slope + r * W);
-      for (int j = 0; j < NK; ++j) x[j][r] = S::fma(S::abs(diag - S::splat(float(jg + j))), slope, x[j][r]);
+      for (int j = 0; j < NK; ++j) x[j][r] = S::fma(S::abs(diag - S::splat(float(jg + j - blk.origin))), slope, x[j][r]);
     }
   }
   if (bias)
@@ -69,7 +69,7 @@ MASKATTN_MICROTILE void PrefillAttention<Arch>::logits_group(V (&x)[NK][R], cons
       if (bits) {  // the intervals are in the bits already, and `seen` was set per tile
         allow = S::bit_set(word, j);
       } else {
-        const V pos = S::splat(float(jg + j));
+        const V pos = S::splat(float(jg + j - blk.origin));  // the lanes are relative to blk.origin
         allow = ((pos >= lo) & (pos < hi)) | (pos < pe);
         seen[r] = seen[r] | allow;
       }

@@ -83,7 +83,10 @@ class PrefillAttention {
   static constexpr uint8_t kConverted = 1, kFiniteKnown = 2, kFinite = 4;
 
   explicit PrefillAttention(const Problem& p) : p_(p), logits_(p) {
-    tiles_ = (p.Lk + KT - 1) / KT;
+    // A ring's tiles hold its sink tokens' (at 0) and its window's, wherever the window has moved
+    // (tile_slot): its scratch follows its slots, never the positions it has seen.
+    const int64_t all = (p.Lk + KT - 1) / KT;
+    tiles_ = p.kv.ring ? std::min(all, (p.kv.sinks + KT - 1) / KT + (p.kv.sinks + p.kv.ring + KT - 1) / KT + 1) : all;
     elementwise_ = p.has_elementwise_rules();
     k_direct_ = p.kv.k_type == KVType::f32;
     v_direct_ = p.kv.v_type == KVType::f32;
@@ -141,7 +144,12 @@ class PrefillAttention {
  private:
   const Problem& p_;
   Logits<Arch> logits_;
-  int64_t tiles_ = 0;
+  int64_t tiles_ = 0;  // tile slots of the per-(b, kv head) scratch (tile_flags, converted rows, segments)
+  // Tile t's slot (prepare() sets these per sequence): t itself, or for a ring whose window has
+  // moved past its sink tokens, the sink tiles [0, sink_tiles_) then the window's from window_tile_.
+  // The tiles between hold no key and are never visited (superblock jumps them).
+  int64_t sink_tiles_ = 0, window_tile_ = 0;
+  int64_t tile_slot(int64_t t) const { return t < sink_tiles_ ? t : sink_tiles_ + (t - window_tile_); }
   bool elementwise_ = false;
   bool k_direct_ = true, v_direct_ = true;  // rows read in place (float), else converted per tile
 
@@ -152,14 +160,18 @@ class PrefillAttention {
     int n_rows = 0;          // real rows (f < rows()); the rest are padding lanes
     int n_active = 0;        // rows that may attend some key by their intervals
     int64_t first = 0, last = 0;  // smallest interval holding every active row's keys
+    int64_t prefix_end = 0, main_lo = 0;  // the rows' prefixes end by prefix_end; their main intervals start at main_lo or later
     int64_t key_end = 0;     // no active row attends a key at or past it
     bool o_zero = true;      // nothing accumulated yet: the first rescale has nothing to scale
     int64_t h[QR], i[QR];
     int64_t key_lo[QR], key_hi[QR], key_prefix[QR];  // the rows' RowKeys
     bool active[QR];
-    // Lane vectors: the key intervals as float positions (exact below 2^24), 1/0 for active rows,
-    // and ALiBi's d(i) and -slope.
+    // Lane vectors: the key intervals as float positions, 1/0 for active rows, and ALiBi's d(i)
+    // and -slope.
+    // Positions relative to `origin` (rebase: the tile being computed), so the lanes stay exact
+    // however far a ring's positions have counted (2^31), where absolute ones would not (2^24).
     alignas(64) float lo[QR], hi[QR], pe[QR], act[QR], diag[QR], neg_slope[QR];
+    int64_t origin = 0;
     RowKeys keys(int r) const {
       RowKeys k;
       k.lo = key_lo[r];
@@ -176,35 +188,46 @@ class PrefillAttention {
     ws.b = b;
     ws.hkv = hkv;
     ws.mean_v_ready = false;
+    sink_tiles_ = window_tile_ = 0;
+    const int64_t klen = p_.key_length(b);
+    if (p_.kv.ring && p_.kv.first[b] > p_.kv.sinks) {  // the window moved past the sink tokens
+      sink_tiles_ = (p_.kv.sinks + KT - 1) / KT;
+      window_tile_ = std::max(sink_tiles_, int64_t(p_.kv.first[b]) / KT);
+    }
     if (p_.key_segments) {
       const int32_t* seg = p_.key_segments + b * p_.Lk;
-      for (int64_t t = 0; t < tiles_; ++t) {
-        const int64_t j0 = t * KT, j1 = std::min(j0 + KT, p_.Lk);
-        int32_t lo = seg[j0], hi = seg[j0];
-        for (int64_t j = j0 + 1; j < j1; ++j) { lo = std::min(lo, seg[j]); hi = std::max(hi, seg[j]); }
-        ws.seg_min[t] = lo;
-        ws.seg_max[t] = hi;
-      }
+      auto tiles = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t j0 = t * KT, j1 = std::min(j0 + KT, p_.Lk);
+          int32_t lo = seg[j0], hi = seg[j0];
+          for (int64_t j = j0 + 1; j < j1; ++j) { lo = std::min(lo, seg[j]); hi = std::max(hi, seg[j]); }
+          ws.seg_min[tile_slot(t)] = lo;
+          ws.seg_max[tile_slot(t)] = hi;
+        }
+      };
+      const int64_t held_end = std::min(tiles_ - sink_tiles_ + window_tile_, (klen + KT - 1) / KT);
+      tiles(0, std::min(sink_tiles_, held_end));
+      tiles(std::max(sink_tiles_, window_tile_), held_end);
     }
   }
 
   // Converts tile t's K and/or V rows (a KV cache of another dtype: float16, q8, q4; keys
   // unrotated) into float rows [KT][D] / [KT][Dv], zero past the sequence's key length.
   void convert_tile(Workspace& ws, int64_t t) {
-    const int64_t j0 = t * KT;
+    const int64_t j0 = t * KT, slot = tile_slot(t);
     const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
     if (!k_direct_) {
-      float* kt = ws.ktiles.data() + t * KT * p_.D;
+      float* kt = ws.ktiles.data() + slot * KT * p_.D;
       for (int64_t j = 0; j < n; ++j)
         row_to_float(p_.kv.k_type, p_.kv.key_row(ws.b, ws.hkv, j0 + j), p_.D, p_.kv.keys_rotated, kt + j * p_.D);
       std::fill(kt + n * p_.D, kt + KT * p_.D, 0.0f);
     }
     if (!v_direct_) {
-      float* vt = ws.vtiles.data() + t * KT * p_.Dv;
+      float* vt = ws.vtiles.data() + slot * KT * p_.Dv;
       for (int64_t j = 0; j < n; ++j) row_to_float(p_.kv.v_type, p_.kv.value_row(ws.b, ws.hkv, j0 + j), p_.Dv, false, vt + j * p_.Dv);
       std::fill(vt + n * p_.Dv, vt + KT * p_.Dv, 0.0f);
     }
-    ws.tile_flags[t] |= kConverted;
+    ws.tile_flags[slot] |= kConverted;
   }
 
   // Whether tile t's V rows (below the key length) hold only finite values: x - x is 0 for finite
@@ -212,7 +235,7 @@ class PrefillAttention {
   // Rows are walked in runs at one stride (a ring's wrap and a page's end cut them), a run of rows
   // packed back to back as one range, on four chains (the adds' latency).
   bool v_finite(Workspace& ws, int64_t t) {
-    uint8_t& flags = ws.tile_flags[t];
+    uint8_t& flags = ws.tile_flags[tile_slot(t)];
     if (!(flags & kFiniteKnown)) {
       const int64_t j0 = t * KT, Dv = p_.Dv;
       const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
@@ -245,7 +268,7 @@ class PrefillAttention {
   }
 
   const float* value_row(const Workspace& ws, int64_t t, int64_t j) const {
-    if (!v_direct_) return ws.vtiles.data() + (t * KT + (j - t * KT)) * p_.Dv;
+    if (!v_direct_) return ws.vtiles.data() + (tile_slot(t) * KT + (j - t * KT)) * p_.Dv;
     return static_cast<const float*>(p_.kv.value_row(ws.b, ws.hkv, j));
   }
 
@@ -258,7 +281,7 @@ class PrefillAttention {
     auto side = [&](bool direct, const float* converted, int64_t width, int64_t stride, float* edge, auto&& row_of,
                     const float*& base, int64_t& step) {
       if (!direct) {
-        base = converted + jg * width;  // tile t's rows start at t * KT: key jg is row jg
+        base = converted + (tile_slot(jg / KT) * KT + jg % KT) * width;  // a group never crosses a tile
         step = width;
       } else if (in_place) {
         base = static_cast<const float*>(row_of(jg));
@@ -292,7 +315,7 @@ class PrefillAttention {
     const bool split = part.states != nullptr;
     Block blocks[NB];
     int n_blocks = 0;
-    int64_t first = p_.Lk, last = 0;
+    int64_t first = p_.Lk, last = 0, prefix_end = 0, main_lo = p_.Lk;
     const int64_t R = rows();
     for (int s = 0; s < NB && f0 + s * QR < R; ++s, ++n_blocks) {
       Block& blk = blocks[s];
@@ -300,6 +323,8 @@ class PrefillAttention {
       if (blk.n_active) {
         first = std::min(first, blk.first);
         last = std::max(last, blk.last);
+        prefix_end = std::max(prefix_end, blk.prefix_end);
+        main_lo = std::min(main_lo, blk.main_lo);
       }
       float* state = ws.row_state.data() + s * 3 * QR;  // m, l, seen
       std::fill(state, state + QR, kNegInf);
@@ -316,14 +341,19 @@ class PrefillAttention {
     if (first < last) {
       load_query_rows(ws, b, blocks, n_blocks);  // (Oᵀ needs no zeroing: a block's first P·V stores)
       const int64_t t_begin = first / KT, t_end = (last + KT - 1) / KT;
+      // Tiles no row attends between the prefixes and the main intervals (a ring's sink tokens and
+      // its window, millions of positions apart) are jumped, not classified one by one.
+      const int64_t gap_begin = (prefix_end + KT - 1) / KT, gap_end = main_lo / KT;
       for (int64_t t = t_begin; t < t_end; ++t) {
+        if (t >= gap_begin && t < gap_end) t = gap_end;
+        if (t >= t_end) break;
         for (int s = 0; s < n_blocks; ++s) {
           Block& blk = blocks[s];
           if (blk.n_active == 0) continue;
           const TileClass cls = classify(ws, b, blk, t);
           if (cls == TileClass::skip) continue;
           ++visited;
-          if ((!k_direct_ || !v_direct_) && !(ws.tile_flags[t] & kConverted)) convert_tile(ws, t);
+          if ((!k_direct_ || !v_direct_) && !(ws.tile_flags[tile_slot(t)] & kConverted)) convert_tile(ws, t);
           // A block of fewer rows (the last of a short sequence) computes only the vectors it fills.
           const int rv = row_vectors(blk.n_rows);
           if constexpr (kRowTiers) {
@@ -393,9 +423,11 @@ class PrefillAttention {
     blk.n_active = 0;
     blk.first = p_.Lk;
     blk.last = 0;
+    blk.prefix_end = 0;
+    blk.main_lo = p_.Lk;
     blk.key_end = 0;
     blk.o_zero = true;
-    const float diag_offset = float(p_.diagonal_offset(b));
+    blk.origin = 0;
     int64_t h = hkv * p_.group + f0 / p_.Lq, i = f0 % p_.Lq;  // stepped row by row (no division)
     for (int r = 0; r < QR; ++r) {
       const bool real = r < blk.n_rows;
@@ -410,12 +442,10 @@ class PrefillAttention {
         ++blk.n_active;
         blk.first = std::min(blk.first, keys.first());
         blk.last = std::max(blk.last, keys.last_exclusive());
+        blk.prefix_end = std::max(blk.prefix_end, keys.prefix_end);
+        if (keys.hi > keys.lo) blk.main_lo = std::min(blk.main_lo, keys.lo);
       }
-      blk.lo[r] = float(keys.lo);
-      blk.hi[r] = float(keys.hi);
-      blk.pe[r] = float(keys.prefix_end);
       blk.act[r] = blk.active[r] ? 1.0f : 0.0f;
-      blk.diag[r] = float(blk.i[r]) + diag_offset;
       blk.neg_slope[r] = p_.alibi_slopes && real ? -p_.alibi_slopes[blk.h[r]] : 0.0f;
       if (real && ++i == p_.Lq) {
         i = 0;
@@ -423,6 +453,20 @@ class PrefillAttention {
       }
     }
     blk.key_end = blk.last;
+    rebase(blk, b, 0);
+  }
+
+  // The block's position lanes relative to j0: exact while |position - j0| < 2^24 (any key of the
+  // tile against any row's interval edges; ALiBi's distance is rounded as fp32 rounds it anyway).
+  void rebase(Block& blk, int64_t b, int64_t j0) const {
+    blk.origin = j0;
+    const int64_t diag_offset = p_.diagonal_offset(b);
+    for (int r = 0; r < QR; ++r) {
+      blk.lo[r] = float(blk.key_lo[r] - j0);
+      blk.hi[r] = float(blk.key_hi[r] - j0);
+      blk.pe[r] = float(blk.key_prefix[r] - j0);
+      blk.diag[r] = float(blk.i[r] + diag_offset - j0);
+    }
   }
 
   float* weights_row(int64_t b, const Block& blk, int r) const {
@@ -526,6 +570,7 @@ class PrefillAttention {
     const bool elementwise = masked && elementwise_;
     const bool guarded = masked && !v_finite(ws, t);  // NaN/inf V: masked keys must not reach P·V
     const int64_t j0 = t * KT;
+    if ((masked || p_.alibi_slopes) && blk.origin != j0) rebase(blk, b, j0);
     // Keys computed: the whole tile when full; up to the last key an active row may attend when
     // mixed (no row attends past the key length, so K/V rows past it are never read).
     const int64_t n = masked ? std::min<int64_t>(KT, blk.key_end - j0) : KT;

@@ -31,7 +31,7 @@ inline TileClass PrefillAttention<Arch>::classify(Workspace& ws, int64_t b, cons
 
 template <class Arch>
 inline TileClass PrefillAttention<Arch>::classify_segments(const Workspace& ws, int64_t b, const Block& blk, int64_t t) const {
-  const int32_t lo = ws.seg_min[t], hi = ws.seg_max[t];
+  const int32_t lo = ws.seg_min[tile_slot(t)], hi = ws.seg_max[tile_slot(t)];
   bool all_equal = lo == hi, none = true;
   for (int r = 0; r < blk.n_rows; ++r) {
     if (!blk.active[r]) continue;

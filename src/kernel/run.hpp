@@ -28,9 +28,10 @@ inline namespace MASKATTN_KERNEL_NS {
 
 // Estimated single-thread time in nanoseconds: K/V bytes streamed (decode) or FMAs (prefill).
 inline double estimated_ns(const Problem& p, bool decode) {
-  const double pairs = double(p.B) * double(p.Hq) * double(p.Lq) * double(p.Lk);
+  const double keys = double(p.kv.held_keys());  // a ring: its slots, not the tokens it has seen
+  const double pairs = double(p.B) * double(p.Hq) * double(p.Lq) * keys;
   const double flops = 2.0 * pairs * double(p.D + p.Dv);
-  const double kv_bytes = 4.0 * double(p.B) * double(p.Hkv) * double(p.Lk) * double(p.D + p.Dv);
+  const double kv_bytes = 4.0 * double(p.B) * double(p.Hkv) * keys * double(p.D + p.Dv);
   // ~10 GB/s per thread from memory, ~40 GFLOP/s (masked prefill tiles, scalar tails included).
   return decode ? kv_bytes / 10.0 + flops / 40.0 : flops / 40.0 + kv_bytes / 10.0;
 }
@@ -59,46 +60,64 @@ bool use_decode(const Problem& p) {
   return p.group * p.Lq <= decode_max_rows<Arch>(p);
 }
 
-// Key chunks (split-K, both kernels): the start of each chunk, and the end of the last. They cover
-// the keys any row may attend, aligned to chunk_keys, so they depend on the problem alone.
-inline std::vector<int64_t> key_chunks(const Problem& p, int64_t chunk_keys) {
-  int64_t lo = p.Lk, hi = 0;  // the keys any row may attend
+// Key chunks (split-K, both kernels): [lo, hi) each, in key order. They cover the keys any row may
+// attend, on a grid of chunk_keys, so they depend on the problem alone. Keys no row attends between
+// the rows' prefixes and their main intervals (a ring's sink tokens, far below its window after
+// millions of tokens) get no chunk: the chunks' count and the work follow what is attended, never
+// the absolute positions.
+struct KeyChunk {
+  int64_t lo = 0, hi = 0;
+};
+inline std::vector<KeyChunk> key_chunks(const Problem& p, int64_t chunk_keys) {
+  int64_t prefix = 0, lo = INT64_MAX, hi = 0;  // the union of the rows' prefixes, and of their main intervals
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t i = 0; i < p.Lq; ++i) {
       const RowKeys r = row_keys(p, b, i);
-      if (r.empty()) continue;
-      lo = std::min(lo, r.first());
-      hi = std::max(hi, r.last_exclusive());
+      prefix = std::max(prefix, r.prefix_end);
+      if (r.hi > r.lo) {
+        lo = std::min(lo, r.lo);
+        hi = std::max(hi, r.hi);
+      }
     }
-  std::vector<int64_t> bounds;
-  if (lo >= hi) {  // nothing to attend anywhere: one empty chunk still finishes every row
-    bounds = {0, 0};
-    return bounds;
+  std::vector<KeyChunk> chunks;
+  // Chunks of [from, to) on the grid (aligned starts: the same tiles whatever the rows).
+  auto cut = [&](int64_t from, int64_t to) {
+    for (int64_t j = from / chunk_keys * chunk_keys; j < to;) {
+      const int64_t next = std::min((j / chunk_keys + 1) * chunk_keys, to);
+      chunks.push_back({j, next});
+      j = next;
+    }
+  };
+  if (lo >= hi) {
+    cut(0, prefix);
+  } else if (lo / chunk_keys * chunk_keys <= prefix) {
+    cut(0, std::max(prefix, hi));
+  } else {
+    cut(0, prefix);
+    cut(lo, hi);
   }
-  lo = lo / chunk_keys * chunk_keys;  // aligned starts: the same tiles whatever the rows
-  for (int64_t j = lo; j < hi;) {
-    bounds.push_back(j);
-    int64_t next = (j / chunk_keys + 1) * chunk_keys;
-    j = std::min(next, hi);
-  }
-  bounds.push_back(hi);
-  return bounds;
+  if (chunks.empty()) chunks.push_back({0, 0});  // nothing to attend anywhere: one empty chunk still finishes every row
+  return chunks;
 }
+
+// Key tiles of kt keys the problem holds (a ring: its slots, whatever Lk it has seen), for Stats.
+inline int64_t key_tiles(const Problem& p, int64_t kt) { return (p.kv.held_keys() + kt - 1) / kt; }
 
 // Key tiles of kt keys outside every chunk (keys no row may attend): skipped without a visit, for
 // Stats. Chunks start on tile boundaries (key_chunks aligns them to a multiple of kt).
-inline int64_t tiles_outside_chunks(const std::vector<int64_t>& bounds, int64_t Lk, int64_t kt) {
+inline int64_t tiles_outside_chunks(const Problem& p, const std::vector<KeyChunk>& chunks, int64_t kt) {
   int64_t in_chunks = 0;
-  for (size_t c = 0; c + 1 < bounds.size(); ++c) in_chunks += (bounds[c + 1] + kt - 1) / kt - bounds[c] / kt;
-  return std::max<int64_t>(0, (Lk + kt - 1) / kt - in_chunks);
+  for (const KeyChunk& c : chunks) in_chunks += (c.hi + kt - 1) / kt - c.lo / kt;
+  return std::max<int64_t>(0, key_tiles(p, kt) - in_chunks);
 }
 
 // Chunk length for split-K: `base` keys, or a multiple of it past kMaxSplitChunks x base keys, so
 // that a group has at most about kMaxSplitChunks chunks: their partial rows, held until merged,
 // stay a few times the output (a 128K-key decode step would otherwise hold 256 chunks of them).
+// Sized by the keys held (a ring's slots), not by the positions seen.
 constexpr int64_t kMaxSplitChunks = 32;
 inline int64_t split_chunk_keys(const Problem& p, int64_t base) {
-  return base * std::max<int64_t>(1, (p.Lk + base * kMaxSplitChunks - 1) / (base * kMaxSplitChunks));
+  return base * std::max<int64_t>(1, (p.kv.held_keys() + base * kMaxSplitChunks - 1) / (base * kMaxSplitChunks));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -170,7 +189,7 @@ constexpr int64_t kPrefillMinUnits = 16;
 constexpr int64_t kPrefillChunkKeys = 512;
 
 template <class Arch>
-void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds);
+void run_prefill_split(const Problem& p, const std::vector<KeyChunk>& key_parts);
 
 template <class Arch>
 void run_prefill(const Problem& p) {
@@ -178,9 +197,9 @@ void run_prefill(const Problem& p) {
   const int64_t blocks = Prefill::query_blocks(p.group * p.Lq);  // a kv head's rows: its query heads stacked
   const int64_t heads = p.B * p.Hkv;
   if (p.kernel == Kernel::prefill_split || heads * blocks < kPrefillMinUnits) {
-    const std::vector<int64_t> bounds =
+    const std::vector<KeyChunk> key_parts =
         key_chunks(p, p.kernel == Kernel::prefill_split ? Prefill::KT : split_chunk_keys(p, kPrefillChunkKeys));
-    if (bounds.size() > 2) return run_prefill_split<Arch>(p, bounds);
+    if (key_parts.size() > 1) return run_prefill_split<Arch>(p, key_parts);
   }
   const int threads = threads_that_pay(p, false, heads * blocks);
   // More units than threads so a causal problem's uneven blocks balance out.
@@ -207,12 +226,12 @@ void run_prefill(const Problem& p) {
 // Units (batch, kv head, super-block, key chunk); the last chunk of a (head, super-block) to finish
 // merges them in chunk order (as run_decode) and writes the rows.
 template <class Arch>
-void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
+void run_prefill_split(const Problem& p, const std::vector<KeyChunk>& key_parts) {
   using Prefill = PrefillAttention<Arch>;
   constexpr int64_t kRows = Prefill::NB * Prefill::QR;  // rows of a super-block
   const int64_t rows = p.group * p.Lq;
   const int64_t slot_rows = std::min(kRows, rows);  // a unit's partial rows
-  const int64_t blocks = Prefill::query_blocks(rows), chunks = int64_t(bounds.size()) - 1;
+  const int64_t blocks = Prefill::query_blocks(rows), chunks = int64_t(key_parts.size());
   const int64_t groups = p.B * p.Hkv * blocks;  // a group = one super-block of one kv head
   const int threads = threads_that_pay(p, false, groups * chunks);
   const int64_t o_stride = (p.Dv + 15) / 16 * 16;
@@ -226,7 +245,7 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
     const int64_t g = unit / chunks, c = unit % chunks;
     const int64_t head = g / blocks, sb = g % blocks;
     const int64_t b = head / p.Hkv, hkv = head % p.Hkv;
-    Prefill(p).run_keys(ws, b, hkv, sb, bounds[size_t(c)], bounds[size_t(c) + 1], parts.states + unit * slot_rows,
+    Prefill(p).run_keys(ws, b, hkv, sb, key_parts[size_t(c)].lo, key_parts[size_t(c)].hi, parts.states + unit * slot_rows,
                         parts.o + unit * slot_rows * o_stride, o_stride);
     if (!parts.last_of(g)) return;
     merge_and_write_rows<Arch>(p, ws, b, hkv, sb * kRows, std::min(rows, (sb + 1) * kRows), chunks, slot_rows,
@@ -237,7 +256,7 @@ void run_prefill_split(const Problem& p, const std::vector<int64_t>& bounds) {
     p.stats->threads_used = std::max(p.stats->threads_used, threads);
     // Per query block (super-blocks are whole blocks, so a head has ceil(rows / QR) of them).
     const int64_t query_blocks = (rows + Prefill::QR - 1) / Prefill::QR;
-    p.stats->tiles_skipped += p.B * p.Hkv * query_blocks * tiles_outside_chunks(bounds, p.Lk, Prefill::KT);
+    p.stats->tiles_skipped += p.B * p.Hkv * query_blocks * tiles_outside_chunks(p, key_parts, Prefill::KT);
   }
 }
 
@@ -254,9 +273,9 @@ template <class Arch>
 void run_decode(const Problem& p) {
   using Decode = DecodeAttention<Arch>;
   constexpr int64_t kChunkKeys = 512;  // a few hundred keys: the merge is noise next to the chunk
-  const std::vector<int64_t> bounds =
+  const std::vector<KeyChunk> key_parts =
       key_chunks(p, p.kernel == Kernel::decode_split ? Decode::KT : split_chunk_keys(p, kChunkKeys));
-  const int64_t chunks = int64_t(bounds.size()) - 1;
+  const int64_t chunks = int64_t(key_parts.size());
   const int64_t rows = p.group * p.Lq;
   const int64_t row_blocks = (rows + Decode::kMaxRows - 1) / Decode::kMaxRows;
   const int64_t groups = p.B * p.Hkv * row_blocks;  // a group = one row block of one kv head
@@ -283,7 +302,7 @@ void run_decode(const Problem& p) {
     SoftmaxRow local[Decode::kMaxRows];
     SoftmaxRow* st = chunks > 1 ? parts.states + unit * part_rows : local;
     float* o = chunks > 1 ? parts.o + unit * part_rows * o_stride : ws.oacc.data();
-    kernel.run(ws, b, hkv, r0, r1, bounds[size_t(c)], bounds[size_t(c) + 1], st, o);
+    kernel.run(ws, b, hkv, r0, r1, key_parts[size_t(c)].lo, key_parts[size_t(c)].hi, st, o);
     if (chunks > 1) {
       if (!parts.last_of(g)) return;
       st = parts.states + g * chunks * part_rows;
@@ -294,7 +313,7 @@ void run_decode(const Problem& p) {
   if (p.stats) {
     for (int w = 0; w < threads; ++w) add_stats(*p.stats, workspaces[w].stats);
     p.stats->threads_used = std::max(p.stats->threads_used, threads);
-    p.stats->tiles_skipped += groups * tiles_outside_chunks(bounds, p.Lk, Decode::KT);
+    p.stats->tiles_skipped += groups * tiles_outside_chunks(p, key_parts, Decode::KT);
   }
 }
 

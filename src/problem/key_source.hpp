@@ -51,6 +51,9 @@ struct KeySource {
   // A cache's semantics: per-sequence lengths, the `uniform` policy averaging only held positions.
   bool is_cache() const { return lengths != nullptr; }
 
+  // The most positions one sequence holds: Lk, or a ring's slots (its Lk counts tokens seen, up to
+  // 2^31 - 1: scratch, tiles and chunks are sized by this, never by Lk).
+  int64_t held_keys() const { return ring ? std::min(Lk, sinks + ring) : Lk; }
   // Whether storage holds position j of sequence b (a ring has overwritten [sinks, first[b])).
   bool holds(int64_t b, int64_t j) const {
     if (!first) return true;

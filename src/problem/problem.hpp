@@ -27,10 +27,12 @@ constexpr int kDecodeMaxRows = 32;
 constexpr int kDecodeMaxRowsFloat = 8;
 constexpr int kDecodeMaxRowsFloatWasm = 1;
 
-// Longest sequence (Lq, Lk, a cache's positions): the kernels form key positions in fp32 lanes,
-// exact below 2^23. The public maskattn::kMaxSequenceLength (maskattn.hpp), the one definition;
-// JavaScript reads it through maskattn::max_sequence_length().
+// Longest sequence (Lq, Lk of a tensor, a cache without a window's positions), and the most
+// tokens a window cache may see (its Lk: positions are int32). The public constants (maskattn.hpp)
+// are the one definition; JavaScript reads them through max_sequence_length() / max_ring_length().
+// Scratch, tiles and split-K chunks of a ring are sized by what it holds, never by Lk.
 constexpr int64_t kMaxSequenceLength = maskattn::kMaxSequenceLength;
+constexpr int64_t kMaxRingLength = maskattn::kMaxRingLength;
 
 // Largest buffer (in bytes) any tensor, mask, output or cache may need: half the address space
 // (2^31 - 1 in wasm32, where size_t is 32-bit), so byte counts and offsets never overflow.

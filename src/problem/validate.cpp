@@ -427,21 +427,23 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
       fail("lse", cat("length must be B*Hq*Lq = ", n, ", given ", extra.lse_size));
     p.lse = extra.lse;
   }
-  // The kernel forms key/diagonal positions in fp32 vectors; they are exact below 2^23.
-  constexpr int64_t kMaxLength = kMaxSequenceLength;
-  if (p.Lq > kMaxLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lq));
-  if (p.Lk > kMaxLength) fail("k", cat("sequence length (shape[2]) must be <= ", kMaxLength, ", given ", p.Lk));
-  // Scratch the kernel allocates per worker (the reference has none): K and V of one head packed
-  // in tiles of up to 128 keys, value rows padded to up to 64 floats. Too much for the address
-  // space is the same condition as a failed allocation, and is named the same way.
+  // A tensor or a cache without a window holds up to 2^23 positions; a ring counts tokens seen
+  // (its length) up to 2^31 - 1 while holding only its slots (a cache's appends enforce both).
+  if (p.Lq > kMaxSequenceLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxSequenceLength, ", given ", p.Lq));
+  const int64_t max_keys = kv.ring ? kMaxRingLength : kMaxSequenceLength;
+  if (p.Lk > max_keys) fail("k", cat("sequence length (shape[2]) must be <= ", max_keys, ", given ", p.Lk));
+  // Scratch the kernel allocates per worker (the reference has none): K and V of the keys one head
+  // holds, packed in tiles of up to 128 keys, value rows padded to up to 64 floats. Too much for the
+  // address space is the same condition as a failed allocation, and is named the same way.
   // D and Dv may be anything here when their tensors are empty: every step is overflow-checked.
   if (out && (p.D > 0 || p.Dv > 0)) {
+    const int64_t held = p.kv.held_keys();
     int64_t keys = 0, floats = 0, dv_pad = 0, per_key = 0;
     const bool overflows = __builtin_add_overflow(p.Dv, 63, &dv_pad) ||
                            __builtin_add_overflow(p.D, dv_pad / 64 * 64, &per_key) ||
-                           __builtin_add_overflow(p.Lk, 128, &keys) || __builtin_mul_overflow(keys, per_key, &floats);
+                           __builtin_add_overflow(held, 256, &keys) || __builtin_mul_overflow(keys, per_key, &floats);
     if (overflows || floats > kMaxBytes / int64_t(sizeof(float)))
-      fail("memory", cat("out of memory: scratch for packed K and V of one head (", p.Lk, " keys x (D = ", p.D,
+      fail("memory", cat("out of memory: scratch for packed K and V of one head (", held, " keys x (D = ", p.D,
                          " + Dv = ", p.Dv, ") floats) does not fit in the address space"));
   }
   if (kv.ring) check_ring_holds(p);
@@ -455,4 +457,5 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
 namespace maskattn {
 int64_t max_buffer_bytes() noexcept { return detail::kMaxBytes; }
 int64_t max_sequence_length() noexcept { return detail::kMaxSequenceLength; }
+int64_t max_ring_length() noexcept { return kMaxRingLength; }
 }  // namespace maskattn

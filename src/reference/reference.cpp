@@ -64,8 +64,8 @@ void compute(const Problem& p, ReferenceResult& res) {
   res.fully_masked.assign(size_t(p.B * p.Hq * p.Lq), 0);
   std::vector<Real> logit(size_t(p.Lk));
   std::vector<uint8_t> use(size_t(p.Lk));
-  // Plain float K and V (a cache of another dtype, a ring or pages reach here converted by the
-  // dispatch layer: execute.cpp's logical_keys), strides in floats.
+  // Plain float K and V (a cache of another dtype or pages reach here converted by the dispatch
+  // layer: execute.cpp's logical_keys), strides in floats; a ring's rows stay in its slots (slot(j)).
   const float* const pk = static_cast<const float*>(p.kv.k);
   const float* const pv = static_cast<const float*>(p.kv.v);
   const RowMajor3& ks = p.kv.ks;
@@ -108,9 +108,9 @@ void compute(const Problem& p, ReferenceResult& res) {
           if (!q_rope.empty()) {
             const double* qr = q_rope.data() + row * p.D;
             const double* kr = k_rope.empty() ? nullptr : k_rope.data() + ((b * p.Hkv + hk) * p.Lk + j) * p.D;
-            for (int64_t d = 0; d < p.D; ++d) s += Real(qr[d]) * Real(kr ? kr[d] : double(k[j * ks.l + d]));
+            for (int64_t d = 0; d < p.D; ++d) s += Real(qr[d]) * Real(kr ? kr[d] : double(k[p.kv.slot(j) * ks.l + d]));
           } else {
-            for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[j * ks.l + d]);
+            for (int64_t d = 0; d < p.D; ++d) s += Real(q[d]) * Real(k[p.kv.slot(j) * ks.l + d]);
           }
           s *= Real(p.scale);
           if (p.softcap > 0) s = Real(p.softcap) * std::tanh(s / Real(p.softcap));
@@ -156,7 +156,7 @@ void compute(const Problem& p, ReferenceResult& res) {
               for (int64_t c = 0; c < p.Dv; ++c) {
                 Real sum = 0;
                 for (int64_t j = 0; j < p.Lk; ++j)
-                  if (is_held(j)) sum += Real(v[j * vs.l + c]);
+                  if (is_held(j)) sum += Real(v[p.kv.slot(j) * vs.l + c]);
                 out[c] = double(sum / Real(held));
               }
             }
@@ -180,7 +180,7 @@ void compute(const Problem& p, ReferenceResult& res) {
         for (int64_t c = 0; c < p.Dv; ++c) {
           Real acc = 0;
           for (int64_t j = 0; j < p.Lk; ++j)
-            if (use[j]) acc += Real(w[j]) * Real(v[j * vs.l + c]);  // masked V never read
+            if (use[j]) acc += Real(w[j]) * Real(v[p.kv.slot(j) * vs.l + c]);  // masked V never read
           out[c] = double(acc);
         }
         res.lse[row] = double(m + std::log(sum));

@@ -547,7 +547,7 @@ for (const build of BUILDS) {
     });
 
     test('limits come from the library, and are enforced before anything is allocated', () => {
-      assert.deepEqual({ ...ma.limits }, { maxBytes: 2 ** 31 - 1, maxSequenceLength: 2 ** 23 });
+      assert.deepEqual({ ...ma.limits }, { maxBytes: 2 ** 31 - 1, maxSequenceLength: 2 ** 23, maxRingLength: 2 ** 31 - 1 });
       const { k, v } = base();
       // 2 GiB - 4 bytes + 4 more: one float over the limit, named with the limit.
       const over = (ma.limits.maxBytes + 1) / 4;

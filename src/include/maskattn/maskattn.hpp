@@ -352,11 +352,16 @@ int target_lanes(Target t) noexcept;
 const char* version() noexcept;
 // Limits every entry point enforces (ArgumentError beyond them): the most bytes one buffer (tensor,
 // mask, output, cache storage) may need, 2^31 - 1 in wasm32 and 2^62 - 1 natively; the longest
-// sequence (Lq, Lk, a cache's positions), kMaxSequenceLength = 2^23: the kernels form key
-// positions in fp32 lanes. (JavaScript reads both from the module: `ma.limits`.)
+// sequence (Lq, Lk, a cache's positions), kMaxSequenceLength = 2^23: what a tensor, a mask or a
+// cache without a window holds. A window cache (a ring) holds at most its capacity but counts
+// positions on: it may see kMaxRingLength = 2^31 - 1 tokens (positions are int32; the kernels
+// form key positions in fp32 lanes relative to each key tile, so they stay exact that far).
+// (JavaScript reads them from the module: `ma.limits`.)
 inline constexpr int64_t kMaxSequenceLength = int64_t(1) << 23;
+inline constexpr int64_t kMaxRingLength = (int64_t(1) << 31) - 1;
 int64_t max_buffer_bytes() noexcept;
 int64_t max_sequence_length() noexcept;
+int64_t max_ring_length() noexcept;
 
 }  // namespace maskattn
 

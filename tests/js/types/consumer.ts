@@ -34,7 +34,7 @@ async function main(): Promise<void> {
   const description: string = `${backend.arch} x${backend.lanes} (${backend.threads} thread, simd ${backend.simd}, relaxed ${backend.relaxed}) ${backend.build} v${backend.version} / ${packageVersion}`;
   console.log(description, scalar.backend.arch);
   const limits: Limits = ma.limits;
-  const maxFloats: number = limits.maxBytes / 4 + limits.maxSequenceLength * 0;
+  const maxFloats: number = limits.maxBytes / 4 + limits.maxSequenceLength * 0 + limits.maxRingLength * 0;
   void maxFloats;
   // @ts-expect-error: the limits are the library's, read-only
   ma.limits.maxBytes = 1;
