@@ -18,7 +18,8 @@ import { init } from 'maskattn';
 import { basename } from 'node:path';
 
 import { checkLine, lineDelta, PROB_FLOOR } from './ocr/check.mjs';
-import { PAD_VALUES, batchInput, readPng, tokensOf } from './ocr/image.mjs';
+import { PAD_VALUES, batchInput, tokensOf } from './ocr/image.mjs';
+import { loadModelFiles, readPng } from './ocr/node.mjs';
 import { DTYPES, createRecognizer, maxAbsDiff } from './ocr/recognizer.mjs';
 
 const USAGE = 'usage: node examples/ocr.mjs IMAGE.png... [--check] [--dtype float32|float16|q8|q4] [--key-rotation none|hadamard] [--batch [--pad gray|white|black]] [--json] [--threads N]';
@@ -116,7 +117,7 @@ export async function main(argv) {
     return 0;
   }
   const ma = await init({ threads: args.threads });
-  const rec = await createRecognizer(ort, ma, { threads: args.threads });
+  const rec = await createRecognizer(ort, ma, { files: loadModelFiles(), threads: args.threads });
   const records = args.batch ? await readBatch(rec, args.images, args) : [];
   if (!args.batch) for (const file of args.images) records.push(await readOne(rec, ma, file, args));
   for (const r of records) {

@@ -10,7 +10,8 @@ import * as ortWeb from 'onnxruntime-web';
 import { init } from 'maskattn';
 import { writeFileSync } from 'node:fs';
 
-import { HEADS, HEAD_SIZE, LAYERS, loadModelFiles } from '../../examples/ocr/model.mjs';
+import { HEADS, HEAD_SIZE, LAYERS } from '../../examples/ocr/model.mjs';
+import { loadModelFiles } from '../../examples/ocr/node.mjs';
 import { maxAbsDiff } from '../../examples/ocr/recognizer.mjs';
 import { parseModel, subModel } from '../../examples/ocr/onnx-wire.mjs';
 import { ONNX_FLOAT, attentionModel } from '../../tests/js/onnx-model.mjs';

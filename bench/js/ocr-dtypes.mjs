@@ -8,7 +8,8 @@ import * as ort from 'onnxruntime-node';
 import { init } from 'maskattn';
 import { readFileSync, writeFileSync } from 'node:fs';
 
-import { batchInput, readPng } from '../../examples/ocr/image.mjs';
+import { batchInput } from '../../examples/ocr/image.mjs';
+import { loadModelFiles, readPng } from '../../examples/ocr/node.mjs';
 import { createRecognizer, maskattnLayer, maxAbsDiff } from '../../examples/ocr/recognizer.mjs';
 import { machine } from './common.mjs';
 
@@ -28,7 +29,7 @@ const jsonOut = args.includes('--json') ? args[args.indexOf('--json') + 1] : nul
 const dir = new URL('../../tests/ocr/', import.meta.url);
 const lines = JSON.parse(readFileSync(new URL('lines.json', dir), 'utf8'));
 const ma = await init({ threads: 1 });
-const rec = await createRecognizer(ort, ma);
+const rec = await createRecognizer(ort, ma, { files: loadModelFiles() });
 
 const results = CONFIGS.map((c) => ({ ...c, maxRelOutput: 0, maxDeltaProb: 0, changed: [] }));
 for (const line of lines) {

@@ -1,22 +1,9 @@
-// Text-line images as the recognizer takes them: PNG decoded by pngjs, composited over white,
+// Text-line images ({ width, height, rgba }: a decoded PNG, or a canvas's pixels) as the
+// recognizer takes them: composited over white,
 // resized to height 48 (bilinear, pixel centres as OpenCV's INTER_LINEAR, which PaddleOCR uses),
 // channels in OpenCV's B, G, R order, scaled to [-1, 1]; a batch is padded on the right with 0,
 // mid-gray, as PaddleOCR pads.
-import { readFileSync } from 'node:fs';
-import pngjs from 'pngjs';
-
 import { HEIGHT } from './model.mjs';
-
-/** { width, height, rgba } of a PNG file. */
-export function readPng(path) {
-  let png;
-  try {
-    png = pngjs.PNG.sync.read(readFileSync(path));
-  } catch (e) {
-    throw new Error(`${path}: not a readable PNG image (${e.message})`);
-  }
-  return { width: png.width, height: png.height, rgba: png.data };
-}
 
 /** The width the line gets at height 48 (its aspect ratio kept), at least 8 (one token). */
 export function scaledWidth(image) {

