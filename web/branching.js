@@ -8,7 +8,7 @@
 // Q, K and V come from the page's seeded token embeddings (embedding.js), as in the decode panel.
 
 import { buildProblem, tokenize } from './embedding.js';
-import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+import { Heatmap, COLORS, weightColor, short, shorter, full } from './heatmap.js';
 import { floatArray } from './call-panels.js';
 
 const PROMPT = tokenize('the cat sat on the');
@@ -66,11 +66,11 @@ export function setupBranching(els, { getMa, expose }) {
     return o;
   }));
   const pagesMap = new Heatmap(els.pagesCanvas, {
-    tooltip: els.pagesTooltip, readout: els.pagesReadout, maxCell: 48, minCell: 26,
+    tooltip: els.pagesTooltip, readout: els.pagesReadout, maxCell: 48,
     hint: 'Hover or tap a page for the positions it holds and who shares it.',
   });
   const treeMap = new Heatmap(els.treeCanvas, {
-    tooltip: els.treeTooltip, readout: els.treeReadout, maxCell: 44, minCell: 18,
+    tooltip: els.treeTooltip, readout: els.treeReadout, maxCell: 44,
     hint: 'Hover or tap a cell for the node, the position and its weight.',
   });
   let state = { fork: null, tree: null };
@@ -213,7 +213,7 @@ export function setupBranching(els, { getMa, expose }) {
           if (!t.verified) return { fill: '#dbe4ee' };  // visible, no weight yet
           const w = t.weights[i * t.Lk + j];  // head 1
           const onPath = t.kept && j >= start && t.kept.includes(j - start) && t.kept.includes(i);
-          return { fill: weightColor(w), text: short(w), outline: onPath ? COLORS.highlight : null };
+          return { fill: weightColor(w), text: short(w), narrow: shorter(w), outline: onPath ? COLORS.highlight : null };
         },
         info: (i, j) => {
           if (!t.verified) return `node ${i} “${NODES[i]}” → position ${j}: ${j < start || sees(i, j - start) ? 'visible' : 'masked (another branch)'}; press “Verify the draft tree” for the weights`;

@@ -7,7 +7,7 @@
 // (createKVCache({ rope })); a plain float32 cache fed Q and K rotated here in JavaScript checks it.
 
 import { buildProblem, tokenize } from './embedding.js';
-import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+import { Heatmap, COLORS, weightColor, short, shorter, full } from './heatmap.js';
 import { floatArray } from './call-panels.js';
 
 // Two sequences of a batch: the second is shorter (its prompt is padded) and finishes early.
@@ -33,11 +33,11 @@ export function setupDecode(els, { getMa, expose }) {
   let timer = 0;
 
   const weightsMap = new Heatmap(els.weightsCanvas, {
-    tooltip: els.weightsTooltip, readout: els.weightsReadout, maxCell: 44, minCell: 18,
+    tooltip: els.weightsTooltip, readout: els.weightsReadout, maxCell: 44,
     hint: 'Hover or tap a cell for the position, its token and its weight.',
   });
   const slotsMap = new Heatmap(els.slotsCanvas, {
-    tooltip: els.slotsTooltip, readout: els.slotsReadout, maxCell: 48, minCell: 26,
+    tooltip: els.slotsTooltip, readout: els.slotsReadout, maxCell: 48,
     hint: 'Hover or tap a slot for the position it holds.',
   });
 
@@ -276,7 +276,7 @@ export function setupDecode(els, { getMa, expose }) {
         if (k === 'gone') return { fill: GONE, mark: '·', ink: COLORS.muted };
         if (k === 'outside' || k === 'idle') return { hatch: true };
         const w = weightOf(b, h, j);
-        return { fill: weightColor(w), text: short(w), outline: j === s.lengths[b] - 1 ? COLORS.highlight : null };
+        return { fill: weightColor(w), text: short(w), narrow: shorter(w), outline: j === s.lengths[b] - 1 ? COLORS.highlight : null };
       },
       info: (i, j) => {
         const { b, h } = rowOf(i);

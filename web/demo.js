@@ -7,7 +7,7 @@
 
 import { init, simdSupported } from '../js/index.js';
 import { buildProblem, readSentences, alibiSlopes, rng, PAD } from './embedding.js';
-import { Heatmap, COLORS, weightColor, divergingColor, short, full } from './heatmap.js';
+import { Heatmap, COLORS, weightColor, divergingColor, short, shorter, full } from './heatmap.js';
 import { blockingRules, diagonal } from './rules.js';
 import { $, el, toJson, readState, ranges, quoted, fillSelect } from './controls.js';
 import { segmentsOf, customFor, resetCustom, maskOptions, rulesContext, logitOf } from './options.js';
@@ -25,7 +25,8 @@ const RULES = {
 const EXAMPLES = {
   sentence: { text: 'The cat sat on the mat', rules: {} },
   // Both paddings: each sentence's causal diagonal sits on its own length (the callout offers the pitfall).
-  batch: { text: 'The cat sat on the mat\nDogs bark\nBirds sing at dawn', rules: { queryPadding: true } },
+  // It opens on sentence 2, the short one: its <pad> rows are the picture that shows padding.
+  batch: { text: 'The cat sat on the mat\nDogs bark\nBirds sing at dawn', rules: { queryPadding: true }, sentence: 1 },
   packed: { text: 'The cat sat . A dog ran far .', rules: { segments: true } },
   window: { text: 'The cat sat on the warm mat all day', rules: { window: true, windowLeft: 2, windowRight: 0 } },
 };
@@ -35,6 +36,8 @@ const RULE_INPUTS = {
 };
 let exampleRules = {};   // the rules the current example turned on beyond RULES (cleared when the text is no longer it)
 let oneOffNote = '';     // a notice for the next render only (e.g. a rule the example had set, now cleared)
+let pendingSentence = null;  // the sentence an example (or the pitfall) opens on, applied once its option exists
+let guide = null;        // the guided example on screen ('window'), whose callout says what to look for
 
 // State exposed for tests and the curious: window.__maskattnDemo.
 const demo = (window.__maskattnDemo = { ready: false, renders: 0, errors: [] });
@@ -108,11 +111,13 @@ function render() {
 
   fillSelect(el.sentencePick, sentences.map((_, b) => b), sentences.map((s, b) => {
     const text = s.join(' ');
-    return `${b + 1}: ${text.length > 18 ? `${text.slice(0, 17).trimEnd()}…` : text}`;  // cut here, visibly, not by the box
+    return `${b + 1}: ${text.length > 13 ? `${text.slice(0, 12).trimEnd()}…` : text}`;  // cut here, visibly, not by the box
   }));
   fillSelect(el.headPick, slopes.map((_, h) => h), slopes.map((_, h) => `${h + 1} of ${P.H}`));
   fillSelect(el.lessonRow, [-1, ...Array.from({ length: P.Lq }, (_, i) => i)],
     ['none', ...Array.from({ length: P.Lq }, (_, i) => `${i} (${P.queryTokens[Number(el.sentencePick.value) || 0][i]})`)], 0);
+  if (pendingSentence !== null && pendingSentence < P.B) el.sentencePick.value = String(pendingSentence);
+  pendingSentence = null;
   el.decodeN.max = String(P.Lk);
   const b = Number(el.sentencePick.value) || 0;
   const h = Number(el.headPick.value) || 0;
@@ -159,7 +164,7 @@ function render() {
     for (let j = 0; j < P.Lk; j++) if (maskAt(b, i, j)) return false;
     return true;
   });
-  updateCallout(st, P, maskAt);
+  updateCallout(st, P, maskAt, b);
   const W = (i, j) => result.weights.data[((b * P.H + h) * P.Lq + i) * P.Lk + j];
   const O = (i, d) => result.output.data[((b * P.H + h) * P.Lq + i) * P.D + d];
   const lse = (i) => result.lse.data[(b * P.H + h) * P.Lq + i];
@@ -191,7 +196,7 @@ function render() {
       const w = W(i, j);
       if (Number.isNaN(w)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
       if (!maskAt(b, i, j) && w === 0) return { hatch: true };
-      return { fill: weightColor(w), text: short(w), flag: !maskAt(b, i, j) };
+      return { fill: weightColor(w), text: short(w), narrow: shorter(w), flag: !maskAt(b, i, j) };
     },
     info: (i, j) => {
       const w = W(i, j);
@@ -213,7 +218,7 @@ function render() {
       const x = O(i, d);
       if (Number.isNaN(x)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
       const fill = divergingColor(x, maxAbs);
-      return { fill, text: short(x, 2) };
+      return { fill, text: short(x, 2), narrow: shorter(x) };
     },
     info: (i, d) => `output of query ${i} ${quoted(rowLabels[i])}, dimension ${d}\n${full(O(i, d))}` +
       (fullyMasked[i] ? `\nno key to attend: policy '${st.policy}'` : ''),
@@ -250,36 +255,51 @@ function render() {
   perfUi?.refreshLabel();
 }
 
-// The padded batch's pitfall, said where it shows: real words with no key while <pad> rows attend.
-function updateCallout(st, P, maskAt) {
+// The callout over the maps: the padded batch's lesson and its pitfall, said of the sentence on screen
+// (b), or what to look for in a guided example.
+function updateCallout(st, P, maskAt, b) {
   const rowHasKey = (bb, i) => {
     for (let j = 0; j < P.Lk; j++) if (maskAt(bb, i, j)) return true;
     return false;
   };
-  let pitfall = null;
-  for (let bb = 0; bb < P.B && !pitfall; bb++) {
-    const real = P.queryPos[bb].map((pos, i) => (pos < P.lengths[bb] ? i : -1)).filter((i) => i >= 0);
-    const pads = P.queryPos[bb].map((pos, i) => (pos >= P.lengths[bb] ? i : -1)).filter((i) => i >= 0);
-    const starved = real.filter((i) => !rowHasKey(bb, i));
-    if (starved.length && pads.some((i) => rowHasKey(bb, i))) pitfall = { b: bb, starved };
-  }
+  const rowsOf = (bb, pad) => P.queryPos[bb].map((pos, i) => ((pos >= P.lengths[bb]) === pad ? i : -1)).filter((i) => i >= 0);
+  const starvedOf = (bb) => rowsOf(bb, false).filter((i) => !rowHasKey(bb, i));
+  const pitfallIn = (bb) => starvedOf(bb).length > 0 && rowsOf(bb, true).some((i) => rowHasKey(bb, i));
+  const words = (bb, rows) => rows.map((i) => `“${P.queryTokens[bb][i]}”`).join(', ');
+  const name = (bb) => `sentence ${bb + 1}, “${P.keyTokens[bb].slice(0, P.lengths[bb]).join(' ')}”`;
+  const padded = Array.from({ length: P.B }, (_, bb) => bb).filter((bb) => P.lengths[bb] < P.Lk);
+  const others = (list) => list.map((bb) => bb + 1).join(' and ');
   const box = el.callout;
-  if (pitfall && st.keyPadding && !st.queryPadding) {
-    const words = pitfall.starved.map((i) => `“${P.queryTokens[pitfall.b][i]}”`).join(', ');
+  box.hidden = false;
+  el.calloutFix.hidden = false;
+  const withPitfall = Array.from({ length: P.B }, (_, bb) => bb).filter(pitfallIn);
+  if (withPitfall.length && st.keyPadding && !st.queryPadding) {
     box.dataset.kind = 'pitfall';
-    el.calloutText.textContent = `The padding pitfall: in sentence ${pitfall.b + 1}, the real words ${words} have no key to attend (∅, output 0) while its ${PAD} rows do. ` +
-      `keyLengths alone leaves every sentence with Lq = ${P.Lq} query rows, so the bottom-right causal diagonal is d(i) = i + kLen − ${P.Lq}: it puts the sentence's words before its first key. ` +
+    const why = `keyLengths alone leaves every sentence with Lq = ${P.Lq} query rows, so the bottom-right causal diagonal is d(i) = i + kLen − ${P.Lq}: it puts the sentence's words before its first key. ` +
       'queryLengths tells maskattn where each sentence’s real queries end, so d(i) = i + kLen − qLen.';
+    el.calloutText.textContent = pitfallIn(b)
+      ? `The padding pitfall, on screen: in ${name(b)}, the real words ${words(b, starvedOf(b))} have no key to attend (∅, output 0) while its ${PAD} rows do. ${why}`
+      : `The padding pitfall: ${name(b)}, on screen, has no real word without a key; sentence ${others(withPitfall)} ` +
+        `${withPitfall.length > 1 ? 'do' : 'does'} (pick ${withPitfall.length > 1 ? 'one' : 'it'} above). ${why}`;
     el.calloutFix.textContent = 'Fix it: turn on query padding (queryLengths)';
     el.calloutFix.dataset.action = 'query-padding-on';
-    box.hidden = false;
   } else if (el.example.value === 'batch' && st.keyPadding && st.queryPadding && P.B > 1) {
     box.dataset.kind = 'lesson';
-    el.calloutText.textContent = `Each sentence is padded to ${P.Lk} tokens and both paddings are on: every real word attends its own sentence's words, and ${PAD} rows attend nothing (∅). ` +
+    const n = P.Lk - P.lengths[b];
+    el.calloutText.textContent = (n > 0
+      ? `On screen, ${name(b)} is padded with ${n} ${PAD} to ${P.Lk} tokens. Both paddings are on: its real words attend only its own words, and its ${PAD} rows attend nothing (∅). `
+      : `On screen, ${name(b)} is the longest: it has no ${PAD}. Sentence ${others(padded)} ${padded.length > 1 ? 'are' : 'is'} padded (pick one above). `) +
       'A common mistake is to pass keyLengths without queryLengths; see what that does.';
     el.calloutFix.textContent = 'Show the pitfall: turn query padding off';
     el.calloutFix.dataset.action = 'query-padding-off';
-    box.hidden = false;
+  } else if (guide === 'window' && st.window) {
+    box.dataset.kind = 'guide';
+    const [left, right] = st.window;
+    const last = P.Lq - 1;
+    const seen = Array.from({ length: P.Lk }, (_, j) => j).filter((j) => maskAt(b, last, j));
+    el.calloutText.textContent = `What to look for: each word attends itself and the ${left} before it (window ${left}, ${right}), a diagonal band ` +
+      `${left + right + 1} cells wide; the last word, “${P.queryTokens[b][last]}”, sees only ${seen.map((j) => `“${P.keyTokens[b][j]}”`).join(', ')}.`;
+    el.calloutFix.hidden = true;
   } else {
     box.hidden = true;
   }
@@ -303,6 +323,8 @@ function setExample(name) {
   resetCustom();
   exampleRules = { ...ex.rules };
   el.sentencePick.value = '0';
+  pendingSentence = ex.sentence ?? 0;
+  guide = name === 'window' ? 'window' : null;
 }
 
 /** The text is the user's now: the rules the example had turned on for its own text are cleared. */
@@ -315,6 +337,7 @@ function leaveExample() {
     }
   }
   exampleRules = {};
+  guide = null;
   if (cleared.length) oneOffNote = `${cleared.join(' and ')} turned off: the example had turned ${cleared.length > 1 ? 'them' : 'it'} on for its own text`;
 }
 
@@ -349,6 +372,9 @@ el.example.addEventListener('change', () => {
 });
 el.calloutFix.addEventListener('click', () => {
   el.queryPadding.checked = el.calloutFix.dataset.action === 'query-padding-on';
+  // The pitfall shows on a padded sentence: from one without <pad>, go to the shortest.
+  const b = Number(el.sentencePick.value) || 0;
+  if (problem && problem.lengths[b] === problem.Lk) pendingSentence = problem.lengths.indexOf(Math.min(...problem.lengths));
   schedule();
 });
 // The start strip's guided examples.
@@ -356,13 +382,17 @@ for (const button of document.querySelectorAll('button.preset')) {
   button.addEventListener('click', () => {
     const preset = button.dataset.preset;
     if (preset === 'kv-cache') {
-      $('decode').scrollIntoView({ behavior: 'smooth', block: 'start' });
+      // Land on the picture, its one line of what to look for just above it (on a phone the panel's
+      // text and form would fill the screen).
+      $('decode-guide').hidden = false;
+      $('decode-guide').scrollIntoView({ behavior: 'instant', block: 'start' });
       $('decode-next').focus({ preventScroll: true });
       return;
     }
     setExample(preset === 'padding' ? 'batch' : 'window');
-    schedule();
-    $('views').scrollIntoView({ behavior: 'smooth', block: 'start' });
+    render();
+    // Land on the callout that says what to look for, the maps right under it.
+    (el.callout.hidden ? $('views') : el.callout).scrollIntoView({ behavior: 'instant', block: 'start' });
   });
 }
 // Copy buttons: the code panels and the install line.

@@ -46,15 +46,20 @@ export function inkFor(fill) {
   return 0.299 * r + 0.587 * g + 0.114 * b > 150 ? '#1f2933' : '#ffffff';
 }
 
-/** A number for a cell: '.41', '1.0', '-.3', 'NaN'. */
+/** A number for a cell: '.41', '1.0', '-.3', 'NaN'; one that rounds to zero reads '0', never '-.00'. */
 export function short(x, digits = 2) {
   if (Number.isNaN(x)) return 'NaN';
   if (x === Infinity) return '∞';
   if (x === -Infinity) return '-∞';
-  if (x === 0) return '0';
   if (Math.abs(x) >= 9.95) return x.toFixed(0);
   const s = x.toFixed(Math.abs(x) >= 0.995 ? 1 : digits);
+  if (Number(s) === 0) return '0';
   return s.replace(/^(-?)0\./, '$1.');
+}
+/** The same number a character narrower where it can be ('-.58' -> '-.6', '-1.2' -> '-1'): for cells too small for short(). */
+export function shorter(x) {
+  if (!Number.isFinite(x)) return short(x);
+  return Math.abs(x) >= 0.95 ? short(Math.round(x)) : short(x, 1);
 }
 /** A number in full for readouts. */
 export function full(x) {
@@ -98,7 +103,7 @@ export class Heatmap {
     this.canvas = canvas;
     this.ctx = canvas.getContext('2d');
     this.wrap = canvas.parentElement;
-    this.opt = { minCell: 14, maxCell: 44, ...options };
+    this.opt = { minCell: 12, maxCell: 44, ...options };
     this.spec = null;
     this.hover = null;
     this.cursor = null;
@@ -173,21 +178,33 @@ export class Heatmap {
     const s = this.spec;
     const ctx = this.ctx;
     ctx.font = FONT;
+    // The box's content width: the canvas must fit inside it, rotated column labels included.
+    const cs = getComputedStyle(this.wrap);
+    const inner = (this.wrap.clientWidth || 300) - (parseFloat(cs.paddingLeft) || 0) - (parseFloat(cs.paddingRight) || 0);
+    const avail = Math.max(120, Math.floor(inner));
     const markW = s.rowMark ? 16 : 0;
-    const rowW = Math.min(110, Math.max(16, ...s.rowLabels.map((t) => ctx.measureText(t).width))) + 8 + markW;
+    // On a narrow box long row labels give way to the cells (truncated with '…'; the readout names them in full).
+    const rowMax = avail < 420 ? 90 : 110;
+    const rowText = Math.min(rowMax, Math.max(16, ...s.rowLabels.map((t) => ctx.measureText(t).width)));
+    const rowW = rowText + 8 + markW;
     const colW = Math.min(90, Math.max(8, ...s.colLabels.map((t) => ctx.measureText(t).width)));
-    const avail = Math.max(120, (this.wrap.clientWidth || 300) - 2);
     const gap = s.gapBeforeCol != null ? 8 : 0;
     const cols = Math.max(1, s.cols);
-    const cell = Math.max(this.opt.minCell, Math.min(this.opt.maxCell, Math.floor((avail - rowW - gap - 4) / cols)));
-    const rotate = colW > cell - 4;
-    // Labels at 45° sit cell·sin 45° apart: below a line's height they would overlap, so they stand upright.
-    const angle = rotate && cell * Math.SQRT1_2 < 13 ? Math.PI / 2 : Math.PI / 4;
+    const shape = (cell) => {
+      const rotate = colW > cell - 4;
+      // Labels at 45° sit cell·sin 45° apart: below a line's height they would overlap, so they stand upright.
+      const angle = rotate && cell * Math.SQRT1_2 < 13 ? Math.PI / 2 : Math.PI / 4;
+      // A label rotated by 45° reaches colW·cos 45° right of its cell's centre.
+      const right = rotate ? Math.max(4, colW * Math.cos(angle) - cell / 2 + 8) : 4;
+      return { rotate, angle, width: Math.ceil(rowW + gap + cols * cell + right) };
+    };
+    // The largest cell whose whole map fits the box; below minCell the map scrolls (and says so).
+    let cell = Math.max(this.opt.minCell, Math.min(this.opt.maxCell, Math.floor((avail - rowW - gap - 4) / cols)));
+    while (cell > this.opt.minCell && shape(cell).width > avail) cell--;
+    const { rotate, angle, width } = shape(cell);
     const top = rotate ? Math.ceil(colW * Math.sin(angle) + 14) : 20;
-    // A label rotated by 45° reaches colW·cos 45° right of its cell's centre.
-    const width = Math.ceil(rowW + gap + cols * cell + (rotate ? Math.max(4, colW * Math.cos(angle) - cell / 2 + 8) : 4));
     const height = Math.ceil(top + Math.max(1, s.rows) * cell + 4);
-    return { x0: rowW, y0: top, cell, rotate, angle, width, height, markW, gap, colW };
+    return { x0: rowW, y0: top, cell, rotate, angle, width, height, markW, gap, colW, rowText, avail };
   }
 
   _x(j) {
@@ -198,8 +215,8 @@ export class Heatmap {
   /** Cell geometry in CSS pixels (tests read it through window.__maskattnDemo.heatmaps). */
   geometry() {
     if (!this.geom) return null;
-    const { x0, y0, cell, width, height } = this.geom;
-    return { x0, y0, cell, width, height, rows: this.spec.rows, cols: this.spec.cols, gapBeforeCol: this.spec.gapBeforeCol ?? null,
+    const { x0, y0, cell, width, height, avail } = this.geom;
+    return { x0, y0, cell, width, height, box: avail, numbering: this.numbering, rows: this.spec.rows, cols: this.spec.cols, gapBeforeCol: this.spec.gapBeforeCol ?? null,
       texts: this.texts.map((t) => ({ ...t })) };
   }
 
@@ -216,8 +233,8 @@ export class Heatmap {
     canvas.style.width = `${g.width}px`;
     canvas.style.height = `${g.height}px`;
     // Wider than its box: the box says so (a fade and "scroll →"), as a phone shows no scroll bar.
-    this.wrap.classList.toggle('overflows', g.width > this.wrap.clientWidth + 1);
-    this.wrap.parentElement?.classList.toggle('overflows', g.width > this.wrap.clientWidth + 1);
+    this.wrap.classList.toggle('overflows', g.width > g.avail);
+    this.wrap.parentElement?.classList.toggle('overflows', g.width > g.avail);
     canvas.dataset.rows = s.rows;
     canvas.dataset.cols = s.cols;
     const ctx = this.ctx;
@@ -232,9 +249,18 @@ export class Heatmap {
     // Every text drawn, with its box in CSS pixels (tests check that none overlaps another or leaves its cell).
     this.texts = [];
     const record = (kind, text, x, y, w, h, cell) => this.texts.push({ kind, text, x, y, w, h, ...(cell ? { cell } : {}) });
+    const cells = Array.from({ length: s.rows }, (_, i) => Array.from({ length: s.cols }, (_, j) => s.cell(i, j)));
+    // Numbers are all drawn or none: a map that numbers its positive cells and not its negative ones
+    // (a wider '-.58') reads as if those were empty. Each number must fit its cell with a margin; if one
+    // does not, every cell takes its narrower form ('-.6'); if one still does not, none is numbered
+    // (hover or tap shows it in full). Texts that `fit` (cut to the cell with '…') are not numbers.
+    const fits = (t) => g.cell >= 18 && ctx.measureText(t).width <= g.cell - 4;
+    const numbers = cells.flat().filter((c) => c.text && !c.fit);
+    const form = numbers.every((c) => fits(c.text)) ? 'text' : numbers.every((c) => fits(c.narrow ?? c.text)) ? 'narrow' : null;
+    this.numbering = numbers.length ? form ?? 'none' : 'none';
     for (let i = 0; i < s.rows; i++) {
       for (let j = 0; j < s.cols; j++) {
-        const c = s.cell(i, j);
+        const c = cells[i][j];
         const x = this._x(j);
         const y = g.y0 + i * g.cell;
         if (c.outline) outlines.push([x, y, c.outline]);
@@ -250,7 +276,8 @@ export class Heatmap {
           ctx.fill();
         }
         // A number is drawn only where it fits its cell with a margin (hover or tap shows it in full).
-        const text = c.text && g.cell >= 18 ? (c.fit ? truncate(ctx, c.text, g.cell - 4) : c.text) : null;
+        const number = form === 'narrow' ? c.narrow ?? c.text : form === 'text' ? c.text : null;
+        const text = c.text && g.cell >= 18 ? (c.fit ? truncate(ctx, c.text, g.cell - 4) : number) : null;
         const textW = text ? ctx.measureText(text).width : 0;
         if (text && textW <= g.cell - 4) {
           ctx.fillStyle = c.ink ?? inkFor(c.fill);
@@ -293,7 +320,7 @@ export class Heatmap {
     for (let i = 0; i < s.rows; i++) {
       const y = g.y0 + i * g.cell + g.cell / 2;
       ctx.fillStyle = s.rowLabelMuted?.(i) ? COLORS.muted : COLORS.label;
-      const rowLabel = truncate(ctx, s.rowLabels[i] ?? '', 100);
+      const rowLabel = truncate(ctx, s.rowLabels[i] ?? '', g.rowText);
       ctx.fillText(rowLabel, g.x0 - 6 - g.markW, y);
       const rw = ctx.measureText(rowLabel).width;
       record('row', rowLabel, g.x0 - 6 - g.markW - rw, y - 6, rw, 12);

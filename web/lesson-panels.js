@@ -1,6 +1,6 @@
 // The fully-masked-row lesson: one panel per way of handling a row with no key to attend (maskattn's
 // 'zero' policy beside the naive JavaScript variants of lessons.js), built once, drawn per render.
-import { Heatmap, COLORS, weightColor, short, full } from './heatmap.js';
+import { Heatmap, COLORS, weightColor, short, shorter, full } from './heatmap.js';
 import { LESSONS, naiveVariants, rowSums } from './lessons.js';
 import { el, quoted } from './controls.js';
 import { logitOf } from './options.js';
@@ -95,13 +95,13 @@ export function renderLessons(ma, st, P, ctx, slopes, b, h, allowed, options) {
           const s = sums[i];
           if (Number.isNaN(s)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
           const good = Math.abs(s - 1) < 1e-4 || (empty[i] && s === 0);
-          return { fill: good ? '#e3f1e8' : '#fde2cc', text: s.toFixed(2), ink: '#1f2933' };
+          return { fill: good ? '#e3f1e8' : '#fde2cc', text: s.toFixed(2), narrow: s.toFixed(1), ink: '#1f2933' };
         }
         const w = weights[i * Lk + j];
         if (Number.isNaN(w)) return { fill: COLORS.nan, text: 'NaN', ink: '#ffffff' };
         const m = mask[i * Lk + j];
         if (!m && w === 0) return { hatch: true };
-        return { fill: weightColor(w), text: short(w), flag: !m };
+        return { fill: weightColor(w), text: short(w), narrow: shorter(w), flag: !m };
       },
       info: (i, j) => {
         if (j === Lk) return `row ${i} ${quoted(P.queryTokens[b][i])}: weights sum to ${full(sums[i])}\noutput row ${vec(output.subarray(i * D, (i + 1) * D))}`;

@@ -3,6 +3,9 @@
 // said, no text in the maps overlaps, the clicked cell's outline follows the click, the code panels
 // are open and copy programs that run in Node (against this checkout as the 'maskattn' package) and
 // print the page's numbers, the speed table says it is running, the start strip links every doc.
+// The second pass (issue #44): each guide lands on the picture that proves it and its callout names
+// the sentence on screen, every map fits its box, the output map numbers its negative cells as it
+// numbers the others.
 // Screenshots: test-results/first-contact-*.png.
 //
 //   node --test tests/browser/first-contact.test.mjs
@@ -236,7 +239,7 @@ for (const size of Object.keys(SIZES)) {
     }
     // The output map at D = 32 is wider than a phone: its box says it scrolls.
     const overflows = await page.evaluate(() => document.querySelector('#fig-output .map-box').classList.contains('overflows'));
-    const wider = maps.output.width > (await page.evaluate(() => document.querySelector('#fig-output .map-scroll').clientWidth));
+    const wider = maps.output.width > maps.output.box;
     assert.equal(overflows, wider);
     if (size === 'phone') assert.ok(overflows, 'on a phone the output map scrolls, and says so');
     await page.locator('#fig-output').scrollIntoViewIfNeeded();
@@ -309,6 +312,10 @@ for (const size of Object.keys(SIZES)) {
     const form = await page.locator('#controls').boundingBox();
     if (size === 'phone') assert.ok(mask.y < form.y, `the mask (${mask.y}) is above the form (${form.y})`);
     assert.ok(mask.y < SIZES[size].viewport.height, `the first picture starts on the first screen (at ${mask.y}px)`);
+    // Not just its caption: the map's first row of cells, whole.
+    const canvasTop = (await page.locator('#mask-canvas').boundingBox()).y;
+    const g = await page.evaluate(() => window.__maskattnDemo.heatmaps.mask);
+    assert.ok(canvasTop + g.y0 + g.cell <= SIZES[size].viewport.height, `the mask's first row ends at ${canvasTop + g.y0 + g.cell}px, on the first screen`);
     // Each visible select is wide enough for its options' texts.
     const cut = await page.evaluate(() => {
       const ctx = document.createElement('canvas').getContext('2d');
@@ -438,3 +445,157 @@ test('desktop: the speed table says it is running while its bar moves', async ()
   await context.close();
   assert.deepEqual(problems.slice(before), []);
 });
+
+// ------------------------------------------------------------------------------ second pass (issue #44)
+
+/** Every map on the page: its canvas's drawn width and its box's content width (CSS pixels). */
+const mapFits = (page) => page.evaluate(() => [...document.querySelectorAll('.map-scroll > canvas')].filter((c) => c.offsetParent).map((c) => {
+  const box = c.parentElement;
+  const cs = getComputedStyle(box);
+  const inner = box.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
+  return { id: c.id || c.closest('[data-lesson]')?.dataset.lesson, drawn: c.getBoundingClientRect().width, inner };
+}));
+const inView = (page, selector) => page.evaluate((sel) => {
+  const r = document.querySelector(sel).getBoundingClientRect();
+  return { top: r.top, bottom: r.bottom, height: innerHeight };
+}, selector);
+const WORDS = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen'.split(' ');
+
+for (const size of Object.keys(SIZES)) {
+  test(`${size}: each guide lands on the picture that proves it, and its callout names the sentence on screen`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    // Padding: a short, padded sentence, named in the callout.
+    let v = await act(page, () => page.click('button.preset[data-preset="padding"]'));
+    assert.equal(v.b, 1, 'the padding guide opens on sentence 2');
+    assert.ok(v.rowLabels.includes('<pad>'), `the sentence on screen is padded (${v.rowLabels})`);
+    let callout = await page.evaluate(() => window.__maskattnDemo.callout);
+    assert.equal(callout.kind, 'lesson');
+    assert.match(callout.text, /On screen, sentence 2, “Dogs bark” is padded with 4 <pad>/);
+    const mask = await inView(page, '#mask-canvas');
+    assert.ok(mask.top >= 0 && mask.top + 60 < mask.height, `the mask's first rows are in view (canvas top ${mask.top})`);
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-guide-padding.png`) });
+    // The pitfall: the same sentence, before and after, and the callout names its starved words.
+    const after = await act(page, () => page.click('#callout-fix'));
+    assert.equal(after.b, 1, 'the pitfall stays on the sentence on screen');
+    assert.notDeepEqual(after.mask, v.mask, 'the pitfall changes the picture on screen');
+    assert.deepEqual(after.fullyMaskedRows.filter((i) => after.rowLabels[i] !== '<pad>'), [0, 1], '“Dogs” and “bark” lose every key');
+    callout = await page.evaluate(() => window.__maskattnDemo.callout);
+    assert.equal(callout.kind, 'pitfall');
+    assert.match(callout.text, /on screen: in sentence 2, “Dogs bark”, the real words “Dogs”, “bark” have no key/);
+    await page.locator('#callout').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-guide-pitfall.png`) });
+    v = await act(page, () => page.selectOption('#sentence-pick', '2'));
+    callout = await page.evaluate(() => window.__maskattnDemo.callout);
+    const starved = v.fullyMaskedRows.filter((i) => v.rowLabels[i] !== '<pad>').map((i) => `“${v.rowLabels[i]}”`).join(', ');
+    assert.equal(starved, '“Birds”, “sing”');
+    assert.ok(callout.text.includes(`in sentence 3, “Birds sing at dawn”, the real words ${starved} have no key`), callout.text);
+    assert.doesNotMatch(callout.text, /Dogs|bark/);
+    await act(page, () => page.selectOption('#sentence-pick', '0'));
+    callout = await page.evaluate(() => window.__maskattnDemo.callout);
+    assert.match(callout.text, /sentence 1, “The cat sat on the mat”, on screen, has no real word without a key; sentence 2 and 3 do/);
+    // From a sentence without <pad>, the pitfall's fix goes back to... the fix, and showing it again
+    // moves to the shortest sentence, where it shows.
+    await act(page, () => page.click('#callout-fix'));
+    v = await act(page, () => page.click('#callout-fix'));
+    assert.equal(v.b, 1, 'showing the pitfall from sentence 1 moves to the shortest sentence');
+    // The sliding window: one line of what to look for, checked against the mask on screen.
+    v = await act(page, () => page.click('button.preset[data-preset="window"]'));
+    callout = await page.evaluate(() => window.__maskattnDemo.callout);
+    assert.equal(callout.kind, 'guide');
+    const last = v.Lq - 1;
+    const seen = v.mask[last].map((m, j) => (m ? `“${v.colLabels[j]}”` : null)).filter(Boolean).join(', ');
+    assert.equal(seen, '“mat”, “all”, “day”');
+    assert.equal(callout.text, `What to look for: each word attends itself and the 2 before it (window 2, 0), a diagonal band 3 cells wide; the last word, “day”, sees only ${seen}.`);
+    assert.equal(await page.locator('#callout-fix').isVisible(), false, 'a guide has no button');
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-guide-window.png`) });
+    // The KV cache: its line of what to look for, and its picture, on the screen it lands on.
+    await page.click('button.preset[data-preset="kv-cache"]');
+    await settle(page);
+    const line = await inView(page, '#decode-guide');
+    assert.ok(line.top >= 0 && line.bottom <= line.height, `the KV guide's line is in view (${line.top}..${line.bottom})`);
+    assert.match(await page.locator('#decode-guide').textContent(), /^What to look for:/);
+    const kv = await inView(page, '#decode-weights-canvas');
+    assert.ok(kv.top >= 0 && kv.bottom <= kv.height, `the KV cache's weights are in view (${kv.top}..${kv.bottom} of ${kv.height})`);
+    await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-guide-kv.png`) });
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: every map fits its box for each guide and 6, 9, 12, 16 tokens`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    const bad = [];
+    const check = async (label) => {
+      for (const m of await mapFits(page)) if (m.drawn > m.inner + 0.5) bad.push(`${label}: ${m.id} draws ${m.drawn.toFixed(1)} px in ${m.inner.toFixed(1)}`);
+    };
+    for (const n of [6, 9, 12, 16]) {
+      const words = WORDS.slice(0, n).join(' ');
+      await act(page, () => page.click('button.preset[data-preset="padding"]'));
+      await typeText(page, `${words}\nDogs bark\nBirds sing at dawn`);
+      await act(page, () => page.selectOption('#sentence-pick', '0'));
+      await check(`padding, ${n} tokens`);
+      await act(page, () => page.click('button.preset[data-preset="window"]'));
+      const v = await typeText(page, words);
+      assert.equal(v.Lk, n);
+      await check(`window, ${n} tokens`);
+      if (n === 16) {
+        await page.locator('#fig-mask').scrollIntoViewIfNeeded();
+        await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-fit-16.png`) });
+      }
+    }
+    // The KV cache, stepped to 6, 9, 12 and 16 positions: the newest (rightmost) ones are drawn in the box.
+    await page.click('button.preset[data-preset="kv-cache"]');
+    for (const n of [6, 9, 12, 16]) {
+      while ((await page.evaluate(() => window.__maskattnDemo.decode.lengths[0])) < n && await page.isEnabled('#decode-next')) {
+        const k = await page.evaluate(() => window.__maskattnDemo.decode.step);
+        await page.click('#decode-next');
+        await page.waitForFunction((s) => window.__maskattnDemo.decode.step > s, k);
+      }
+      await check(`KV cache, ${await page.evaluate(() => window.__maskattnDemo.decode.lengths[0])} positions`);
+    }
+    await page.locator('#fig-decode-weights').screenshot({ path: path.join(RESULTS, `first-contact-${size}-fit-kv.png`) });
+    await page.click('#fork-run');
+    await page.click('#tree-verify');
+    await page.waitForFunction(() => window.__maskattnDemo.branching.tree.verified === true);
+    await check('branching');
+    assert.deepEqual(bad, []);
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+
+  test(`${size}: the output map numbers its negative cells as it numbers the others, or none`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    const { short } = await import('../../web/heatmap.js');
+    assert.equal(short(-0.0016), '0', '-0.0016 reads 0');
+    assert.equal(short(-0.58), '-.58');
+    for (const D of ['8', '16', '32']) {
+      const v = await act(page, () => page.selectOption('#head-dim', D));
+      const g = await page.evaluate(() => window.__maskattnDemo.heatmaps.output);
+      const cells = g.texts.filter((t) => t.kind === 'cell');
+      const numbered = cells.map((t) => {
+        const [x, y] = t.cell;
+        const i = Math.round((y - g.y0) / g.cell);
+        const d = Math.round((x - g.x0) / g.cell);
+        return { i, d, text: t.text, value: v.output[i][d] };
+      });
+      const negatives = v.output.flat().filter((x) => x < 0).length;
+      assert.ok(negatives > 0);
+      if (g.numbering === 'none') assert.equal(numbered.length, 0, `D = ${D}: no cell numbered`);
+      else assert.equal(numbered.length, v.Lq * v.D, `D = ${D}: every cell numbered (${g.numbering}), the ${negatives} negative ones too`);
+      for (const c of numbered) {
+        assert.ok(!/^-\.?0*$|^-0?\.0+$/.test(c.text), `"${c.text}" for ${c.value}`);
+        const tol = g.numbering === 'narrow' ? 0.051 : 0.0051;
+        assert.ok(Math.abs(Number(c.text.replace(/^(-?)\./, '$10.')) - c.value) <= Math.max(tol, Math.abs(c.value) >= 0.95 ? 0.51 : 0), `row ${c.i} dim ${c.d}: "${c.text}" for ${c.value}`);
+      }
+      if (D === '8' && size === 'desktop') assert.equal(g.numbering, 'text', 'at D = 8 a desktop numbers every cell in full');
+      if (D === '32') {
+        await page.locator('#fig-output').scrollIntoViewIfNeeded();
+        await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-d32-numbers.png`) });
+      }
+    }
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+}
