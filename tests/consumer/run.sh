@@ -23,5 +23,5 @@ for name in cpp cpp-cache cpp-generation; do
     -DCMAKE_PREFIX_PATH="$work/prefix" -DCONSUMER_SOURCE="$work/$name.cpp" "${cross[@]}" >/dev/null
   cmake --build "$work/build-$name" >/dev/null
   echo "== example '$name'"
-  "${emulator[@]}" "$work/build-$name/consumer"
+  "${emulator[@]}" "$work/build-$name/consumer" | node "$source_dir/tests/consumer/prose.mjs" "$name"
 done
