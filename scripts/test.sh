@@ -55,12 +55,12 @@ gtest() {
   rm -f "$out"
   return $status
 }
-build() {  # build DIR [cmake args...]: configure once, then build
+build() {  # build DIR [cmake args...]: configure once, then build (with the tests: asked for, so a missing GoogleTest fails)
   local dir=$1; shift
   if [[ "$dir" == *wasm* ]]; then
-    emcmake cmake -S . -B "$dir" -G Ninja "$@" >/dev/null && cmake --build "$dir"
+    emcmake cmake -S . -B "$dir" -G Ninja -DMASKATTN_BUILD_TESTS=ON "$@" >/dev/null && cmake --build "$dir"
   else
-    cmake -S . -B "$dir" -G Ninja "$@" >/dev/null && cmake --build "$dir"
+    cmake -S . -B "$dir" -G Ninja -DMASKATTN_BUILD_TESTS=ON "$@" >/dev/null && cmake --build "$dir"
   fi
 }
 
@@ -121,12 +121,13 @@ while IFS=$'\t' read -r _ mode cmake_flags ctest _ _ <&3; do
   run ctest --test-dir build/wasm-$mode --output-on-failure
 done 3< <(node scripts/builds.mjs)
 
-# The Emscripten CMake package: the trees above installed into one prefix, examples/embedding built
-# against it with emcmake per flavour (simd128, relaxed, simd128-threads), run under Node, checked
-# against the same program built natively against the installed native package.
-step "WebAssembly installed-package consumer (find_package(maskattn) under emcmake) against native"
-run bash -c 'if bash tests/consumer/run-wasm.sh . build/native build/wasm-simd build/wasm-simd-relaxed build/wasm-simd-threads;
-  then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
+# README.md's and docs/*.md's shell blocks as written, in a clean copy of the checkout with a user's
+# environment: the library installed natively and as the Emscripten package (simd128, relaxed,
+# simd128-threads), examples/embedding and the C++ quick start built against them with emcmake, run
+# under Node and checked against the native program; every block run or marked not run.
+step "the docs' commands as written (tests/docs/commands.test.mjs), the Emscripten package's consumers against native"
+run bash -c 'node --test --test-reporter=spec tests/docs/commands.test.mjs 2>&1 | tee "$0"; s=${PIPESTATUS[0]}
+  grep -E "^ℹ (pass|fail) " "$0" | sed "s/^ℹ /# /"; exit $s' "$(mktemp)"
 
 if [ -f scripts/test-js.sh ]; then
   step "JavaScript package, types and browser tests"

@@ -2,7 +2,7 @@
 // pool is handed to maskattn as its Executor, so maskattn starts no thread of its own. The same
 // source builds natively and with emcmake against the installed package (examples/embedding/
 // CMakeLists.txt); the printed numbers are compared between the two by the tests
-// (tests/consumer/run-wasm.sh).
+// (tests/docs/commands.test.mjs, after running docs/embedding.md's commands).
 //
 //   embedding_app [--builtin]   (--builtin: maskattn's own pool instead of the host's)
 #include <cmath>

@@ -1,27 +1,27 @@
-// The JavaScript examples of the README and docs/*.md run as written (with 'maskattn' resolved to this
-// checkout). Each example is looked up by its marker in every one of those files: it must be in exactly one.
+// The JavaScript examples of the README and docs/*.md (```js blocks after `<!-- example: js... -->`,
+// tests/docs/blocks.mjs) run as written, from an empty folder whose node_modules/maskattn is this
+// checkout, and print what each test below expects. A js example with no test here fails.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
+import { examples, ROOT } from '../docs/blocks.mjs';
 
-// Runs the ```js block after `<!-- example: NAME -->` and returns what it printed.
+const found = examples('js');
+const tested = new Set();
+
+// Runs the example NAME and returns what it printed.
 function runExample(name) {
-  const files = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
-  const found = files.map((f) => [f, new RegExp(`<!-- example: ${name} -->\\s*\`\`\`js\\n([\\s\\S]*?)\`\`\``).exec(readFileSync(join(root, f), 'utf8'))])
-    .filter(([, m]) => m);
-  assert.equal(found.length, 1, `exactly one of ${files.join(', ')} has a js example after <!-- example: ${name} --> (${found.map(([f]) => f)})`);
-  const match = found[0][1];
-  const entry = pathToFileURL(join(root, 'js/index.js')).href;
-  const code = match[1].replaceAll("from 'maskattn'", `from '${entry}'`);
+  assert.ok(found[name], `a js example after <!-- example: ${name} --> in README.md or docs/*.md`);
+  tested.add(name);
   const dir = mkdtempSync(join(tmpdir(), 'maskattn-readme-'));
-  writeFileSync(join(dir, 'example.mjs'), code);
-  return execFileSync(process.execPath, [join(dir, 'example.mjs')], { encoding: 'utf8' });
+  mkdirSync(join(dir, 'node_modules'));
+  symlinkSync(ROOT, join(dir, 'node_modules', 'maskattn'), 'dir');
+  writeFileSync(join(dir, 'example.mjs'), found[name].code);
+  return execFileSync(process.execPath, [join(dir, 'example.mjs')], { cwd: dir, encoding: 'utf8' });
 }
 
 for (const name of ['js', 'js-api']) {
@@ -61,4 +61,8 @@ test('README KV cache example runs and prints the documented results', () => {
   assert.match(out, /step 0: holds 7 positions, output 1,8,1,16/);
   assert.match(out, /step 2: holds 9 positions/);
   assert.match(out, /bytes 8192/);
+});
+
+test('every js example of README.md and docs/*.md ran above', () => {
+  assert.deepEqual(Object.keys(found).filter((n) => !tested.has(n)), [], 'js examples with no test in tests/js/readme.test.mjs');
 });
