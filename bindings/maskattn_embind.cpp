@@ -206,7 +206,8 @@ maskattn::KVCache& cache_of(uint32_t handle) {
 }
 
 // Returns the new cache's handle (> 0), or minus the status code when the configuration is bad or
-// its memory cannot be had. dtypes 0 = f32, 1 = f16, 2 = q8, 3 = q4 (KVType's order); key_dtype and
+// its memory cannot be had. dtypes: KVType's order (maskattn/kv_types.inc: 0 = f32, 1 = f16, 2 = q8,
+// 3 = q4, 4 = bf16); key_dtype and
 // value_dtype -1 = dtype; key_rotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none. JS
 // passes safe integers; a code outside the enums reaches the library, which names the field.
 // sink_tokens 0 = none; page_size 0 = one contiguous block; has_rope 0 = no RoPE (else rope_of's fields).
@@ -223,7 +224,12 @@ double kv_create(double batch, double kv_heads, double capacity, double head_dim
     config.capacity = whole(capacity);
     config.head_dim = whole(head_dim);
     config.value_dim = whole(value_dim);
-    auto type = [](double code) { return code >= 0 && code <= 3 ? static_cast<KVType>(int(code)) : static_cast<KVType>(-1); };
+    constexpr int kTypes = 0
+#define MASKATTN_KV_TYPE(name, bits) +1
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+        ;
+    auto type = [](double code) { return code >= 0 && code < kTypes ? static_cast<KVType>(int(code)) : static_cast<KVType>(-1); };
     config.dtype = type(dtype);
     if (key_dtype != -1) config.key_dtype = type(key_dtype);
     if (value_dtype != -1) config.value_dtype = type(value_dtype);

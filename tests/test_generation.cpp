@@ -363,7 +363,7 @@ TEST(GenerationErrors, SinkTokensConfigurationIsNamed) {
 // move the split-K chunk boundaries), through appends, truncate and reset.
 TEST_P(Generation, PagedEqualsContiguous) {
   const int64_t B = 2, Hkv = 2, Hq = 4, D = 64;
-  for (KVType dtype : {KVType::f32, KVType::f16, KVType::q8, KVType::q4}) {
+  for (KVType dtype : maskattn_test::kv_types()) {
     for (int64_t page_size : {int64_t(1), int64_t(7), int64_t(64)}) {
       SCOPED_TRACE(std::string(maskattn::kv_type_name(dtype)) + " page_size " + std::to_string(page_size));
       // Where the decode kernel's P·V runs in integers (SIMD128 and AVX-512 VNNI over q8/q4 values),

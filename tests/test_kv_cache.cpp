@@ -1,7 +1,8 @@
 // KVCache against plain attention on the cache's logical contents (docs/semantics.md, "KV cache").
 //
 // A shadow history keeps, per sequence, every K/V row appended (rounded to halves for float16
-// caches, by an IEEE conversion written here independently of the library's). After each step,
+// caches and to bfloat16 for bfloat16 caches, by conversions written here independently of the
+// library's). After each step,
 // cache.attend(q) is compared per sequence with the float64 reference over that sequence's
 // positions: exactly "the same problem with a full cache" (and window [W - 1, 0] for a ring).
 // Runs on every target with the prefill, decode and split decode kernels.
@@ -92,17 +93,91 @@ TEST(Float16, FloatToHalfRoundsToNearestEven) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// An independent bfloat16 model: the value is the float whose upper half the bits are; the nearest
+// bfloat16 by comparing the two neighbours in double (ties to even).
+// ---------------------------------------------------------------------------------------------
+
+float bf16_value(uint16_t b) {
+  const uint32_t bits = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t nearest_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if (std::isnan(x)) return uint16_t(bits >> 16);  // any NaN will do: compared by class
+  const uint16_t down = uint16_t(bits >> 16);        // toward zero (the same sign)
+  if ((bits & 0xffffu) == 0) return down;
+  const uint16_t up = uint16_t(down + 1);            // away from zero (the exponent may carry: infinity)
+  const double d_down = std::fabs(double(x) - double(bf16_value(down)));
+  const double d_up = std::isinf(bf16_value(up)) ? std::ldexp(1.0, 128) - std::fabs(double(x))  // as if 2^128 were finite
+                                                 : std::fabs(double(bf16_value(up)) - double(x));
+  if (d_down != d_up) return d_down < d_up ? down : up;
+  return down & 1 ? up : down;
+}
+
+TEST(Bfloat16, EveryBfloat16ReadsBackAsItsFloatAndRoundTrips) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const float f = maskattn::bfloat16_to_float(uint16_t(b));
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    ASSERT_EQ(bits, b << 16) << std::hex << b;  // exact, -0 and subnormals included
+    if (std::isnan(f)) {
+      ASSERT_TRUE(std::isnan(maskattn::bfloat16_to_float(maskattn::float_to_bfloat16(f)))) << std::hex << b;
+      ASSERT_EQ(maskattn::float_to_bfloat16(f) & 0x8000, b & 0x8000) << "a NaN keeps its sign";
+    } else {
+      ASSERT_EQ(maskattn::float_to_bfloat16(f), b) << std::hex << b;
+    }
+  }
+}
+
+TEST(Bfloat16, FloatToBfloat16RoundsToNearestEven) {
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, 1.00390625f /* 1 + 2^-8: a tie, to even 1 */,
+                           1.01171875f /* 1 + 3 * 2^-8: a tie, to even 1 + 2^-6 */, 3.3895314e38f,
+                           std::numeric_limits<float>::max() /* past the last tie: infinity */, -1e-45f,
+                           std::numeric_limits<float>::min(), INFINITY, -INFINITY};
+  Rng rng("Bfloat16/random");
+  for (uint32_t hi = 0; hi < 0x10000; hi += 7)  // every 7th bfloat16, with low halves that matter
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, uint32_t(rng.next_u64() & 0xffff)}) {
+      const uint32_t bits = hi << 16 | lo;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      xs.push_back(f);
+    }
+  for (float x : xs) {
+    const uint16_t got = maskattn::float_to_bfloat16(x);
+    if (std::isnan(x)) {
+      ASSERT_TRUE(std::isnan(bf16_value(got))) << "NaN stays NaN (truncating may give infinity)";
+      continue;
+    }
+    ASSERT_EQ(got, nearest_bf16(x)) << "x = " << x;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The shadow: what each sequence holds, as plain float rows
 // ---------------------------------------------------------------------------------------------
 
+// A value as a cache of this dtype stores it (the test's own rounding).
+float stored(KVType dtype, float x) {
+  if (dtype == KVType::f16) return float(half_value(nearest_half(x)));
+  if (dtype == KVType::bf16) return bf16_value(nearest_bf16(x));
+  return x;
+}
+
+// The float dtypes a cache compares with plain attention on exactly the values it stores.
+const KVType kFloatDtypes[] = {KVType::f32, KVType::f16, KVType::bf16};
+
 struct Shadow {
   int64_t B, H, D, Dv;
-  bool half;
+  KVType dtype;
   std::vector<std::vector<float>> k, v;  // [b]: positions x H x width (position-major)
 
-  Shadow(int64_t b, int64_t h, int64_t d, int64_t dv, bool f16) : B(b), H(h), D(d), Dv(dv), half(f16), k(b), v(b) {}
+  Shadow(int64_t b, int64_t h, int64_t d, int64_t dv, KVType t) : B(b), H(h), D(d), Dv(dv), dtype(t), k(b), v(b) {}
   int64_t length(int64_t b) const { return int64_t(k[size_t(b)].size()) / (H * D); }
-  float store(float x) const { return half ? maskattn::half_to_float(nearest_half(x)) : x; }
+  float store(float x) const { return stored(dtype, x); }
   // Appends counts[b] rows of bhld k [B, H, T, D], v [B, H, T, Dv].
   void append(const std::vector<float>& kin, const std::vector<float>& vin, int64_t T, const std::vector<int32_t>& counts) {
     for (int64_t b = 0; b < B; ++b)
@@ -177,22 +252,21 @@ class KVCacheTest : public TargetTest {
 };
 
 // Ragged appends in several steps, truncate (rejected speculative tokens), re-append, reset;
-// float32 and float16, GQA 4/2, one and three query rows, every fully-masked policy.
+// float32, float16 and bfloat16, GQA 4/2, one and three query rows, every fully-masked policy.
 TEST_P(KVCacheTest, MatchesPlainAttentionThroughAGeneration) {
-  for (KVType dtype : {KVType::f32, KVType::f16}) {
-    const bool half = dtype == KVType::f16;
-    Rng rng(std::string("KVCache/generation/") + (half ? "f16" : "f32"));
+  for (KVType dtype : kFloatDtypes) {
+    const std::string label = maskattn::kv_type_name(dtype);
+    Rng rng("KVCache/generation/" + label);
     KVCacheConfig cfg;
     cfg.batch = 2; cfg.kv_heads = 2; cfg.capacity = 600; cfg.head_dim = 24; cfg.value_dim = 20; cfg.dtype = dtype;
     KVCache cache(cfg);
-    Shadow shadow(2, 2, 24, 20, half);
+    Shadow shadow(2, 2, 24, 20, dtype);
     const void* storage = cache.key_data();
     auto append = [&](int64_t T, std::vector<int32_t> counts) {
       const std::vector<float> k = random(rng, size_t(2 * 2 * T * 24)), v = random(rng, size_t(2 * 2 * T * 20));
       cache.append(maskattn::bhld(k.data(), 2, 2, T, 24), maskattn::bhld(v.data(), 2, 2, T, 20), counts);
       shadow.append(k, v, T, counts);
     };
-    const std::string label = half ? "f16" : "f32";
     append(150, {150, 70});  // ragged prompt
     check_attend(cache, shadow, 4, 3, rng, options(), label + " after the prompt");
     for (int step = 0; step < 3; ++step) append(1, {1, 1});
@@ -232,13 +306,14 @@ TEST_P(KVCacheTest, MatchesPlainAttentionThroughAGeneration) {
 // A sliding-window ring: appends wrap around the capacity, and attention equals the full history
 // with window [W - 1, 0]. Queries of several rows need capacity >= W + Lq - 1.
 TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
-  for (KVType dtype : {KVType::f32, KVType::f16}) {
-    Rng rng(std::string("KVCache/ring/") + (dtype == KVType::f16 ? "f16" : "f32"));
+  for (KVType dtype : kFloatDtypes) {
+    Rng rng(std::string("KVCache/ring/") + maskattn::kv_type_name(dtype));
     KVCacheConfig cfg;
     cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 100; cfg.head_dim = 16; cfg.dtype = dtype; cfg.window = 97;
     KVCache cache(cfg);
-    Shadow shadow(2, 1, 16, 16, dtype == KVType::f16);
-    EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * (dtype == KVType::f16 ? 2 : 4));
+    Shadow shadow(2, 1, 16, 16, dtype);
+    const int64_t value_bytes = dtype == KVType::f32 ? 4 : 2;
+    EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * value_bytes);
     for (int step = 0; step < 6; ++step) {
       const int64_t T = step == 0 ? 130 : 37;  // the first append alone wraps the ring
       std::vector<int32_t> counts = {int32_t(T), int32_t(step % 2 ? T : T - 5)};
@@ -247,7 +322,7 @@ TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
       shadow.append(k, v, T, counts);
       check_attend(cache, shadow, 2, 4, rng, options(), "ring step " + std::to_string(step));
     }
-    EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * (dtype == KVType::f16 ? 2 : 4)) << "memory stays O(capacity)";
+    EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * value_bytes) << "memory stays O(capacity)";
     // Lq = 5 would reach a position already overwritten (capacity 100 < 97 + 5 - 1).
     std::vector<float> q(2 * 2 * 5 * 16, 0.5f), o(q.size(), -7.0f);
     const std::vector<float> before = o;
@@ -262,28 +337,40 @@ TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
   }
 }
 
-// Raw halves in equal the same values as floats; a float32 cache refuses them.
+// Raw 16-bit values in (IEEE halves, bfloat16 bits) equal the same values given as floats; a float32
+// cache, and a cache whose keys and values differ in format, refuse them.
 TEST_P(KVCacheTest, HalfInputEqualsRoundedFloatInput) {
-  Rng rng("KVCache/half-input");
-  KVCacheConfig cfg;
-  cfg.batch = 1; cfg.kv_heads = 2; cfg.capacity = 80; cfg.head_dim = 8; cfg.dtype = KVType::f16;
-  KVCache from_floats(cfg), from_halves(cfg);
-  const std::vector<float> k = random(rng, 2 * 70 * 8), v = random(rng, 2 * 70 * 8);
-  std::vector<uint16_t> kh(k.size()), vh(v.size());
-  for (size_t i = 0; i < k.size(); ++i) { kh[i] = nearest_half(k[i]); vh[i] = nearest_half(v[i]); }
-  from_floats.append(maskattn::bhld(k.data(), 1, 2, 70, 8), maskattn::bhld(v.data(), 1, 2, 70, 8));
-  from_halves.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8), maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8));
-  EXPECT_EQ(0, std::memcmp(from_floats.key_data(), from_halves.key_data(), kh.size() * 2));
-  EXPECT_EQ(0, std::memcmp(from_floats.value_data(), from_halves.value_data(), vh.size() * 2));
-  std::vector<float> q = random(rng, 4 * 8), o1(4 * 8), o2(4 * 8);
-  from_floats.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o1.data(), 1, 4, 1, 8), options());
-  from_halves.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o2.data(), 1, 4, 1, 8), options());
-  EXPECT_EQ(o1, o2);
-  cfg.dtype = KVType::f32;
-  KVCache f32(cfg);
-  EXPECT_THROW(f32.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8),
-                          maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8)),
-               ArgumentError);
+  for (KVType dtype : {KVType::f16, KVType::bf16}) {
+    SCOPED_TRACE(maskattn::kv_type_name(dtype));
+    Rng rng(std::string("KVCache/half-input/") + maskattn::kv_type_name(dtype));
+    KVCacheConfig cfg;
+    cfg.batch = 1; cfg.kv_heads = 2; cfg.capacity = 80; cfg.head_dim = 8; cfg.dtype = dtype;
+    KVCache from_floats(cfg), from_halves(cfg);
+    const std::vector<float> k = random(rng, 2 * 70 * 8), v = random(rng, 2 * 70 * 8);
+    std::vector<uint16_t> kh(k.size()), vh(v.size());
+    auto bits = [&](float x) { return dtype == KVType::f16 ? nearest_half(x) : nearest_bf16(x); };
+    for (size_t i = 0; i < k.size(); ++i) { kh[i] = bits(k[i]); vh[i] = bits(v[i]); }
+    from_floats.append(maskattn::bhld(k.data(), 1, 2, 70, 8), maskattn::bhld(v.data(), 1, 2, 70, 8));
+    from_halves.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8), maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8));
+    EXPECT_EQ(0, std::memcmp(from_floats.key_data(), from_halves.key_data(), kh.size() * 2));
+    EXPECT_EQ(0, std::memcmp(from_floats.value_data(), from_halves.value_data(), vh.size() * 2));
+    std::vector<float> q = random(rng, 4 * 8), o1(4 * 8), o2(4 * 8);
+    from_floats.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o1.data(), 1, 4, 1, 8), options());
+    from_halves.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o2.data(), 1, 4, 1, 8), options());
+    EXPECT_EQ(o1, o2);
+    cfg.dtype = KVType::f32;
+    KVCache f32(cfg);
+    EXPECT_THROW(f32.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8),
+                            maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8)),
+                 ArgumentError);
+    cfg.dtype = KVType::f16;
+    cfg.value_dtype = KVType::bf16;
+    KVCache mixed(cfg);
+    EXPECT_THROW(mixed.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8),
+                              maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8)),
+                 ArgumentError);
+    EXPECT_EQ(mixed.lengths()[0], 0);
+  }
 }
 
 // NaN in a cache's unused capacity or beyond a sequence's length never reaches the output.
@@ -292,7 +379,7 @@ TEST_P(KVCacheTest, UnusedCapacityNeverLeaks) {
   KVCacheConfig cfg;
   cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 300; cfg.head_dim = 16;
   KVCache cache(cfg);
-  Shadow shadow(2, 1, 16, 16, false);
+  Shadow shadow(2, 1, 16, 16, KVType::f32);
   // Fill everything with NaN, then roll back: the capacity now holds NaN garbage.
   std::vector<float> nan(2 * 300 * 16, maskattn_test::kNaN);
   cache.append(maskattn::bhld(nan.data(), 2, 1, 300, 16), maskattn::bhld(nan.data(), 2, 1, 300, 16));

@@ -24,12 +24,6 @@ using maskattn::KVType;
 using maskattn::Rope;
 using maskattn_test::Rng;
 
-const KVType kDtypes[] = {  // the rows of maskattn/kv_types.inc
-#define MASKATTN_KV_TYPE(name, bits) KVType::name,
-#include "maskattn/kv_types.inc"
-#undef MASKATTN_KV_TYPE
-};
-
 #if defined(__EMSCRIPTEN__)
 constexpr int64_t kPast = int64_t(1) << 22;
 #else
@@ -131,7 +125,7 @@ void check_attend(const KVCache& cache, Rng& rng, int64_t Lq, maskattn::Options 
 }
 
 TEST(LongRing, EveryDtypePastTwoToThe24TokensWithRopeAndSinkTokens) {
-  for (KVType dtype : kDtypes) {
+  for (KVType dtype : maskattn_test::kv_types()) {
     const std::string name = maskattn::kv_type_name(dtype);
     SCOPED_TRACE("dtype " + name);
     Rng rng("long-ring/" + name);

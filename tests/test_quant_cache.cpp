@@ -121,9 +121,13 @@ TEST(QuantFormat, StoredBytesFollowTheDocumentedLayout) {
 }
 
 TEST(QuantFormat, ByteLengthAndMemoryRatios) {
-  for (KVType t : {KVType::f32, KVType::f16, KVType::q8, KVType::q4}) {
+  // Bytes of a row of 128 values, as docs/semantics.md states them per dtype.
+  const std::map<KVType, int64_t> row_bytes = {{KVType::f32, 512}, {KVType::f16, 256}, {KVType::bf16, 256},
+                                               {KVType::q8, 4 * 36}, {KVType::q4, 4 * 20}};
+  for (KVType t : maskattn_test::kv_types()) {
     KVCache cache(config(2, 8, 100, 128, 128, t, t));
-    const int64_t row = t == KVType::f32 ? 512 : t == KVType::f16 ? 256 : t == KVType::q8 ? 4 * 36 : 4 * 20;
+    ASSERT_EQ(row_bytes.count(t), 1u) << "a dtype without its documented row size: " << maskattn::kv_type_name(t);
+    const int64_t row = row_bytes.at(t);
     EXPECT_EQ(cache.byte_length(), 2 * 8 * 100 * 2 * row) << maskattn::kv_type_name(t);
   }
   KVCache f32(config(1, 8, 64, 128, 128, KVType::f32, KVType::f32));

@@ -159,6 +159,16 @@ inline std::string target_label(const KernelTarget& t) {
 }
 inline void PrintTo(const KernelTarget& t, std::ostream* os) { *os << target_label(t); }
 
+// Every cache dtype: the rows of maskattn/kv_types.inc, so a suite that iterates it covers a new one.
+inline const std::vector<maskattn::KVType>& kv_types() {
+  static const std::vector<maskattn::KVType> types = {
+#define MASKATTN_KV_TYPE(name, bits) maskattn::KVType::name,
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+  };
+  return types;
+}
+
 // The reference's options for a KV cache's attend(opt): a window cache adds the ring's rule
 // d(i) - W + 1 <= j <= d(i) (the same problem on a full cache).
 inline maskattn::Options cache_reference_options(maskattn::Options o, int64_t window) {

@@ -142,9 +142,10 @@ void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> c
 
 void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
   Impl& m = live();
-  if (m.ktype != KVType::f16 || m.vtype != KVType::f16)
-    fail_type("k", cat("raw float16 halves (uint16) need a cache whose keys and values are f16; this cache is ",
-                       kv_type_name(m.ktype), "/", kv_type_name(m.vtype), ": pass floats"));
+  if (m.ktype != m.vtype || !detail::takes_raw_bits(m.ktype))
+    fail_type("k", cat("raw 16-bit values (uint16) need a cache whose keys and values are both f16 (IEEE halves) or ",
+                       "both bf16 (bfloat16 bits); this cache is ", kv_type_name(m.ktype), "/", kv_type_name(m.vtype),
+                       ": pass floats"));
   m.append(k, v, counts);
 }
 

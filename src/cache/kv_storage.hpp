@@ -198,20 +198,11 @@ struct KVCache::Impl {
       }
   }
 
-  // One row of floats (scratch: it may be changed) into the cache's format at `to`: float16 rounding,
-  // or the Hadamard rotation (keys, when rotated) and quantization for q8/q4.
+  // One row of floats (scratch: it may be changed) into the cache's format at `to`: the Hadamard
+  // rotation first for rotated keys (q8/q4), then the dtype's encoding (rounding, quantization).
   void encode_row(bool key, float* scratch, uint8_t* to) const {
-    const KVType t = key ? ktype : vtype;
-    const int64_t width = key ? D() : Dv();
-    if (t == KVType::f32) {
-      std::memcpy(to, scratch, size_t(width) * 4);
-    } else if (t == KVType::f16) {
-      auto* h16 = reinterpret_cast<uint16_t*>(to);
-      for (int64_t c = 0; c < width; ++c) h16[c] = float_to_half(scratch[c]);
-    } else {
-      if (key && rotated) detail::rotate(scratch, width);
-      detail::quantize_row(t, scratch, width, to);
-    }
+    if (key && rotated) detail::rotate(scratch, D());
+    detail::encode_stored_row(key ? ktype : vtype, scratch, key ? D() : Dv(), to);
   }
 
   // Keys with RoPE are rotated by their absolute position (+ offset) first, then stored as above.
@@ -238,12 +229,12 @@ struct KVCache::Impl {
         for (int64_t h = 0; h < cfg.kv_heads; ++h) {
           const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
           uint8_t* to = row(key, b, h, pos);
-          if constexpr (std::is_same_v<In, uint16_t>) {  // halves into a float16 cache
+          if constexpr (std::is_same_v<In, uint16_t>) {  // the 16-bit format's own bits (float16, bfloat16)
             if (!rope) {
               std::memcpy(to, from, size_t(width) * 2);
               continue;
             }
-            for (int64_t c = 0; c < width; ++c) scratch[size_t(c)] = half_to_float(from[c]);
+            detail::row_to_float(key ? ktype : vtype, from, width, false, scratch.data());
           } else {
             std::memcpy(scratch.data(), from, size_t(width) * 4);
           }

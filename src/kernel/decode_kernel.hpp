@@ -329,7 +329,7 @@ class DecodeAttention {
   // ---------------------------------------------------------------- Q·Kᵀ
 
   // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
-  // and masked later by the intervals). T: float or uint16_t halves.
+  // and masked later by the intervals). T: float, uint16_t halves or Bf16.
   template <class T>
   void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, float* s) const {
     if constexpr (W == 1) {

@@ -28,21 +28,13 @@
 
 #include "kernel/half.hpp"
 #include "maskattn/maskattn.hpp"
+#include "problem/key_source.hpp"  // kv_type_bits
 
 namespace maskattn::detail {
 
 constexpr int64_t kQuantBlock = 32;
 
 inline int64_t quant_blocks(int64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
-// Bits per stored value (maskattn/kv_types.inc).
-constexpr int kv_type_bits(KVType t) {
-  switch (t) {
-#define MASKATTN_KV_TYPE(name, bits) case KVType::name: return bits;
-#include "maskattn/kv_types.inc"
-#undef MASKATTN_KV_TYPE
-  }
-  return 0;
-}
 inline int64_t quant_value_bytes(KVType t) { return kQuantBlock * kv_type_bits(t) / 8; }  // per block
 
 inline namespace MASKATTN_KERNEL_NS {
@@ -55,29 +47,40 @@ inline int round_to_int(float x) { return int(x + (x < 0 ? -0.5f : 0.5f)); }
 template <KVType T>
 struct RowTraits;
 
+// Each non-quantized dtype: Elem, what the kernels load; element i and the row as float; encode_row(),
+// a row of floats into the dtype (appends); kRawBits, whether an append may give the stored bits
+// themselves (uint16_t values of the 16-bit formats).
 template <>
 struct RowTraits<KVType::f32> {
   static constexpr KVType kType = KVType::f32;
-  static constexpr bool kQuantized = false;
+  static constexpr bool kQuantized = false, kRawBits = false;
   using Elem = float;  // what the kernels load
   static int64_t row_bytes(int64_t n) { return 4 * n; }
   static float element(const void* row, int64_t, int64_t i) { return static_cast<const float*>(row)[i]; }
   static void to_float(const void* row, int64_t n, float* out) { std::memcpy(out, row, size_t(n) * 4); }
+  static void encode_row(const float* x, int64_t n, void* out) { std::memcpy(out, x, size_t(n) * 4); }
 };
 
-template <>
-struct RowTraits<KVType::f16> {
-  static constexpr KVType kType = KVType::f16;
-  static constexpr bool kQuantized = false;
-  using Elem = uint16_t;  // half bits, converted in registers (Simd<Arch>::load)
+// The 16-bit formats: Elem tells the kernels' loads (Simd<Arch>::load) which conversion the bits take.
+template <KVType T, class E, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+struct Bits16RowTraits {
+  static constexpr KVType kType = T;
+  static constexpr bool kQuantized = false, kRawBits = true;
+  using Elem = E;
   static int64_t row_bytes(int64_t n) { return 2 * n; }
-  static float element(const void* row, int64_t, int64_t i) {
-    return half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
-  }
+  static float element(const void* row, int64_t, int64_t i) { return ToFloat(static_cast<const uint16_t*>(row)[i]); }
   static void to_float(const void* row, int64_t n, float* out) {
-    for (int64_t i = 0; i < n; ++i) out[i] = half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = ToFloat(static_cast<const uint16_t*>(row)[i]);
+  }
+  static void encode_row(const float* x, int64_t n, void* out) {
+    auto* bits = static_cast<uint16_t*>(out);
+    for (int64_t i = 0; i < n; ++i) bits[i] = FromFloat(x[i]);
   }
 };
+template <>
+struct RowTraits<KVType::f16> : Bits16RowTraits<KVType::f16, uint16_t, half_bits_to_float, float_to_half_bits> {};
+template <>
+struct RowTraits<KVType::bf16> : Bits16RowTraits<KVType::bf16, Bf16, bf16_bits_to_float, float_to_bf16_bits> {};
 
 // The quantized dtypes share the block layout at the top of this file. Format (the dtype's
 // RowTraits) gives value(values, e), the integer element e of a block, and encode(), a finite
@@ -85,7 +88,7 @@ struct RowTraits<KVType::f16> {
 template <KVType T, class Format>
 struct QuantRowTraits {
   static constexpr KVType kType = T;
-  static constexpr bool kQuantized = true;
+  static constexpr bool kQuantized = true, kRawBits = false;
   static constexpr int64_t kValueBytes = kQuantBlock * kv_type_bits(T) / 8;  // per block
   using Elem = uint8_t;
   static int64_t row_bytes(int64_t n) { return quant_blocks(n) * (kValueBytes + 4); }
@@ -111,6 +114,7 @@ struct QuantRowTraits {
       for (int64_t e = 0; e < len; ++e) out[i0 + e] = d * float(Format::value(values, e));
     }
   }
+  static void encode_row(const float* x, int64_t n, void* out) { quantize(x, n, static_cast<uint8_t*>(out)); }
   // Quantizes one row of n floats into `out` (row_bytes(n) bytes).
   static void quantize(const float* x, int64_t n, uint8_t* out) {
     const int64_t nb = quant_blocks(n);
@@ -201,6 +205,14 @@ inline int64_t stored_row_bytes(KVType t, int64_t n) {
 }
 inline bool is_quantized(KVType t) {
   return with_kv_type(t, [](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::kQuantized; });
+}
+// Whether an append may give the stored 16-bit values themselves (float16 halves, bfloat16 bits).
+inline bool takes_raw_bits(KVType t) {
+  return with_kv_type(t, [](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::kRawBits; });
+}
+// One row of n floats into the dtype's stored row at `out` (stored_row_bytes(t, n) bytes).
+inline void encode_stored_row(KVType t, const float* x, int64_t n, void* out) {
+  with_kv_type(t, [&](auto tr) MASKATTN_DISPATCH_INLINE { decltype(tr)::encode_row(x, n, out); });
 }
 
 // The scale of block blk of a quantized row of n elements.

@@ -135,9 +135,10 @@ inline void transpose_block(const float* const rows[N], float* dst, int64_t dst_
 #pragma GCC diagnostic pop
 #endif
 
-// An element of K or V as float: float as is, uint16_t as IEEE half bits.
+// An element of K or V as float: float as is, uint16_t as IEEE half bits, Bf16 by a shift.
 inline float element(float x) { return x; }
 inline float element(uint16_t h) { return half_bits_to_float(h); }
+inline float element(Bf16 b) { return bf16_bits_to_float(b.bits); }
 
 // Always inlined, both: GCC 12 deletes a call it does not inline (a function holding only
 // prefetches counts as free of side effects), and so the quantized Q·Kᵀ of every target requested
@@ -259,6 +260,29 @@ struct Simd {
     alignas(64) int32_t bits[W];  // no conversion instruction for this width: through memory
     for (int i = 0; i < W; ++i) bits[i] = p[i];
     return from_half_bits(I::load_aligned(bits));
+  }
+  // W bfloat16 values to W floats: each is a float's upper half, so a zero-extension and a 16-bit
+  // shift (one unpack with zeros on SSE2 and SIMD128, one shifting widen on NEON).
+  static V load(const Bf16* p) {
+    const auto* u = reinterpret_cast<const uint16_t*>(p);
+#if defined(__aarch64__) && defined(__ARM_NEON)
+    if constexpr (W == 4) return V(vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(u), 16)));
+#endif
+#if defined(__AVX512F__)
+    if constexpr (W == 16)
+      return V(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(u))), 16)));
+#endif
+#if defined(__AVX2__)
+    if constexpr (W == 8)
+      return V(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u))), 16)));
+#endif
+#if defined(__SSE2__)
+    if constexpr (W == 4)
+      return V(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(reinterpret_cast<const __m128i*>(u)))));
+#endif
+    alignas(64) int32_t bits[W];  // no widening instruction for this width: through memory
+    for (int i = 0; i < W; ++i) bits[i] = int32_t(uint32_t(u[i]) << 16);
+    return xsimd::bitwise_cast<V>(I::load_aligned(bits));
   }
   // The vector form of half_bits_to_float (lanes hold the 16 bits zero-extended).
   static V from_half_bits(const I& h) {
@@ -418,6 +442,7 @@ struct Simd<ScalarArch> {
   static V load(const float* p) { return *p; }
   static void store(float* p, V x) { *p = x; }
   static V load(const uint16_t* p) { return half_bits_to_float(*p); }
+  static V load(const Bf16* p) { return bf16_bits_to_float(p->bits); }
   static V splat(float x) { return x; }
   static V fma(V a, V b, V c) { return a * b + c; }
   static V select(M m, V a, V b) { return m ? a : b; }

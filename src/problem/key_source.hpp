@@ -14,6 +14,18 @@ namespace maskattn::detail {
 
 class RopeRotation;  // problem/rope.hpp
 
+// Bits per stored value of a cache dtype (maskattn/kv_types.inc).
+constexpr int kv_type_bits(KVType t) {
+  switch (t) {
+#define MASKATTN_KV_TYPE(name, bits) case KVType::name: return bits;
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+  }
+  return 0;
+}
+// Bytes a row stride counts in: a float, a 16-bit value, or a byte (quantized rows).
+constexpr int64_t kv_unit_bytes(KVType t) { return kv_type_bits(t) >= 16 ? kv_type_bits(t) / 8 : 1; }
+
 // Element strides of a [B, H, L, D] view whose innermost stride is 1.
 struct RowMajor3 {
   int64_t b = 0, h = 0, l = 0;
@@ -23,7 +35,7 @@ struct KeySource {
   // The logical shape: K [B, H, Lk, D], V [B, H, Lk, Dv].
   int64_t B = 0, H = 0, Lk = 0, D = 0, Dv = 0;
   // Rows of k_type / v_type (kernel/quant.hpp formats). k, v: the block holding them (null when
-  // paged, or when there are no rows); strides in the dtype's own units: floats, halves, or bytes
+  // paged, or when there are no rows); strides in the dtype's own units (kv_unit_bytes): floats, 16-bit values, or bytes
   // (q8, q4). keys_rotated: stored keys are R·k (the kernel rotates the queries the same way).
   KVType k_type = KVType::f32, v_type = KVType::f32;
   const void* k = nullptr;
@@ -69,7 +81,7 @@ struct KeySource {
     if (page_keys) run = std::min(run, page_keys - s % page_keys);
     return run;
   }
-  // K/V rows of key j in storage, in their own units (bytes for the quantized types).
+  // K/V rows of key j in storage (strides in their own units: kv_unit_bytes).
   const void* key_row(int64_t b, int64_t h, int64_t j) const { return row(k, k_pages, k_type, ks, b, h, j); }
   const void* value_row(int64_t b, int64_t h, int64_t j) const { return row(v, v_pages, v_type, vs, b, h, j); }
   // Plain float K and V in one block, in position order: what the reference reads in place.
@@ -87,9 +99,7 @@ struct KeySource {
     // D = 0 or Dv = 0: a tensor with no elements may have no buffer, and its rows are never read
     // (no offset is added to a null pointer: UBSan, via the fuzzer, B=1 Hq=3 Lq=4 Lk=41 D=0 Dv=19).
     if (!base) return nullptr;
-    if (t == KVType::f32) return static_cast<const float*>(base) + off;
-    if (t == KVType::f16) return static_cast<const uint16_t*>(base) + off;
-    return static_cast<const uint8_t*>(base) + off;
+    return static_cast<const uint8_t*>(base) + off * kv_unit_bytes(t);
   }
 };
 

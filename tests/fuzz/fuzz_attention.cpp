@@ -511,8 +511,13 @@ void cache_case(FuzzedDataProvider& in) {
   c.head_dim = in.ConsumeIntegralInRange<int64_t>(1, 16);
   c.value_dim = in.ConsumeIntegralInRange<int64_t>(1, 16);
   using maskattn::KVType;
-  c.dtype = in.PickValueInArray({KVType::f32, KVType::f16, KVType::q8, KVType::q4});
-  if (in.ConsumeBool()) c.value_dtype = in.PickValueInArray({KVType::f32, KVType::f16, KVType::q8, KVType::q4});
+  static constexpr KVType kTypes[] = {  // every cache dtype (maskattn/kv_types.inc)
+#define MASKATTN_KV_TYPE(name, bits) KVType::name,
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+  };
+  c.dtype = in.PickValueInArray(kTypes);
+  if (in.ConsumeBool()) c.value_dtype = in.PickValueInArray(kTypes);
   if (in.ConsumeBool()) c.key_rotation = maskattn::KeyRotation::none;
   c.window = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, c.capacity) : 0;
   if (c.window) c.sink_tokens = in.ConsumeIntegralInRange<int64_t>(0, std::min<int64_t>(3, c.capacity - c.window));
@@ -533,7 +538,11 @@ void cache_case(FuzzedDataProvider& in) {
   std::vector<std::vector<std::vector<float>>> sk(static_cast<size_t>(B), std::vector<std::vector<float>>(static_cast<size_t>(H)));
   std::vector<std::vector<std::vector<float>>> sv = sk;
   std::vector<int32_t> lengths(static_cast<size_t>(B), 0);
-  auto stored_as = [&](KVType t, float x) { return t == KVType::f16 ? maskattn::half_to_float(maskattn::float_to_half(x)) : x; };
+  auto stored_as = [&](KVType t, float x) {
+    if (t == KVType::f16) return maskattn::half_to_float(maskattn::float_to_half(x));
+    if (t == KVType::bf16) return maskattn::bfloat16_to_float(maskattn::float_to_bfloat16(x));
+    return x;
+  };
   const int ops = in.ConsumeIntegralInRange<int>(1, 8);
   for (int op = 0; op < ops && in.remaining_bytes() > 0; ++op) {
     const int kind = in.ConsumeIntegralInRange<int>(0, 7);

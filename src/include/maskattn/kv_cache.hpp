@@ -21,13 +21,13 @@
 
 namespace maskattn {
 
-// The cache dtypes are the rows of maskattn/kv_types.inc: f32, f16, q8, q4 (each row says what it stores).
+// The cache dtypes are the rows of maskattn/kv_types.inc: f32, f16, q8, q4, bf16 (each row says what it stores).
 enum class KVType {
 #define MASKATTN_KV_TYPE(name, bits) name,
 #include "maskattn/kv_types.inc"
 #undef MASKATTN_KV_TYPE
 };
-// "f32", "f16", "q8", "q4" ("?" for a value outside the enum).
+// "f32", "f16", "q8", "q4", "bf16" ("?" for a value outside the enum).
 const char* kv_type_name(KVType t) noexcept;
 
 // A fixed orthogonal rotation of the head dimension (a Hadamard transform with random signs) applied
@@ -90,8 +90,8 @@ class KVCache {
   // Writes new positions at each sequence's current length, in place. k [B, Hkv, T, D] and
   // v [B, Hkv, T, Dv] (any layout/strides); counts[b] <= T: sequence b takes its first counts[b]
   // positions (empty = all T). Past capacity (no window) is an ArgumentError naming the
-  // sequence, and nothing is written. q8/q4 rows are quantized here. The half overload is for
-  // caches whose K and V are both f16.
+  // sequence, and nothing is written. q8/q4 rows are quantized here. The uint16_t overload gives
+  // the stored bits themselves, for caches whose K and V are both f16 (IEEE halves) or both bf16.
   void append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts = {});
   void append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts = {});
 
@@ -138,7 +138,7 @@ class KVCache {
   Contents read(int64_t b) const;
 
   // Bytes of K/V storage: B x Hkv x capacity x (key row + value row bytes), where a row of n
-  // elements takes 4n (f32), 2n (f16), 36 per block of 32 (q8) or 20 per block (q4). Constant
+  // elements takes 4n (f32), 2n (f16, bf16), 36 per block of 32 (q8) or 20 per block (q4). Constant
   // for a contiguous cache.
   // A paged cache: the pages it holds (in use or free for reuse) x Hkv x page_size x (both rows).
   int64_t byte_length() const noexcept;
@@ -158,5 +158,8 @@ class KVCache {
 // IEEE binary16 conversions: round to nearest even (subnormals, infinities and NaN included).
 uint16_t float_to_half(float x) noexcept;
 float half_to_float(uint16_t h) noexcept;
+// bfloat16 conversions (a float's upper 16 bits): round to nearest even, NaN kept; back is exact.
+uint16_t float_to_bfloat16(float x) noexcept;
+float bfloat16_to_float(uint16_t b) noexcept;
 
 }  // namespace maskattn
