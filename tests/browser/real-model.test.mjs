@@ -44,7 +44,7 @@ for (const { width, height, lines } of VIEWPORTS) {
       await page.goto(server.url);
       assert.equal(await page.evaluate(() => window.crossOriginIsolated), true);
       for (const file of lines) {
-        await page.waitForSelector(`#rm-line option[value="${file}"]`, { state: 'attached', timeout: 20000 });
+        await page.waitForSelector(`#rm-line option[value="${file}"]`, { state: 'attached', timeout: 60000 });
         await page.selectOption('#rm-line', file);
         await page.evaluate(() => { window.__realModel.result = null; });
         await page.click('#rm-read');
