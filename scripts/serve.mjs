@@ -29,6 +29,10 @@ import { Marked } from 'marked';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const HOST = '127.0.0.1';
+// The package as `npm start` packed it (scripts/start.sh: npm pack into build/pack), offered at
+// /maskattn-VERSION.tgz: while maskattn is not on the npm registry, `npm install` of that URL from
+// another folder is how a visitor installs it. /install.json tells the page whether it is there.
+const PACK_DIR = path.join('build', 'pack');
 
 export const CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; " +
   "img-src 'self' data:; connect-src 'self'; worker-src 'self'; frame-ancestors 'none'";
@@ -139,6 +143,14 @@ function markdown() {
       // Links between the docs go to their pages; README.md's links (docs/x.md) the same.
       if (token.type === 'link' && typeof token.href === 'string') {
         token.href = token.href.replace(/^(?:docs\/)?([a-z0-9][a-z0-9-]*)\.md(#.*)?$/, (_, name, hash = '') => `${name}.html${hash}`);
+        // A link that reads as its file ("kv-cache.md") reads as the page it now opens.
+        const only = token.tokens?.length === 1 ? token.tokens[0] : null;
+        const named = only && /^(?:docs\/)?([a-z0-9][a-z0-9-]*)\.md$/.exec(only.text ?? '');
+        if (named && /\.html(#|$)/.test(token.href)) {
+          const title = Object.fromEntries(DOCS)[named[1]]?.split(':')[0] ?? named[1];
+          token.tokens = [{ type: 'text', raw: title, text: title, escaped: false }];
+          token.text = title;
+        }
       }
     },
   });
@@ -200,6 +212,18 @@ async function renderDoc(name, root) {
   return docPage(title.replace(/`/g, ''), md.parse(text), names, name);
 }
 
+// The packed package, { name, version, file }, when packDir holds the tarball of root's package.json.
+async function packed(root, packDir) {
+  try {
+    const { name, version } = JSON.parse(await readFile(path.join(root, 'package.json'), 'utf8'));
+    if (!/^[a-z0-9-]+$/.test(name ?? '') || !/^[0-9A-Za-z.+-]+$/.test(version ?? '')) return null;
+    const file = path.join(packDir, `${name}-${version}.tgz`);
+    return (await stat(file)).isFile() ? { name: `${name}-${version}.tgz`, version, file } : null;
+  } catch {
+    return null;
+  }
+}
+
 // Whether the Host header names this server: 127.0.0.1 or localhost, with its port (or none).
 function hostAllowed(host, port) {
   if (typeof host !== 'string') return false;
@@ -207,7 +231,7 @@ function hostAllowed(host, port) {
   return m !== null && (m[2] === undefined || Number(m[2]) === port);
 }
 
-async function handle(req, res, root, isolate) {
+async function handle(req, res, root, isolate, packDir) {
   if (!hostAllowed(req.headers.host, req.socket.localPort))
     return send(res, 421, 'misdirected request: this server answers to 127.0.0.1 and localhost only\n');
   if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -233,6 +257,17 @@ async function handle(req, res, root, isolate) {
   if (url.pathname === '/docs' || url.pathname === '/docs/') {
     res.writeHead(302, headers({ Location: '/docs/index.html', 'Content-Length': 0 }));
     return res.end();
+  }
+  const pack = await packed(root, packDir);
+  if (url.pathname === '/install.json') {
+    const body = Buffer.from(JSON.stringify({ version: pack?.version ?? null, tarball: pack ? `/${pack.name}` : null }));
+    res.writeHead(200, headers({ 'Content-Type': MIME['.json'], 'Content-Length': body.length, 'Cache-Control': 'no-store' }, isolated));
+    return res.end(req.method === 'HEAD' ? undefined : body);
+  }
+  if (pack && url.pathname === `/${pack.name}`) {
+    const body = await readFile(pack.file);
+    res.writeHead(200, headers({ 'Content-Type': 'application/gzip', 'Content-Length': body.length }, isolated));
+    return res.end(req.method === 'HEAD' ? undefined : body);
   }
   const page = /^\/docs\/([a-z0-9][a-z0-9-]*)\.html$/.exec(url.pathname);
   if (page) {
@@ -278,10 +313,11 @@ function listen(server, port) {
  * Starts the server. port: a number (0 = any free port); when that port is taken the next free one
  * is used (up to 100 tries). Returns { url, port, close() }, url being the demo page's address.
  */
-export async function start({ port = 8080, root: rootGiven = ROOT, quiet = true, isolate = true } = {}) {
+export async function start({ port = 8080, root: rootGiven = ROOT, quiet = true, isolate = true, packDir } = {}) {
   const root = path.resolve(rootGiven);
+  const packs = path.resolve(root, packDir ?? PACK_DIR);
   const server = createServer((req, res) => {
-    handle(req, res, root, isolate).catch((error) => {
+    handle(req, res, root, isolate, packs).catch((error) => {
       if (!res.headersSent) send(res, 500, 'internal error\n');
       else res.destroy();
       if (!quiet) console.error(error);
@@ -327,6 +363,8 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
   const isolate = !process.argv.includes('--no-isolation');
   const { url, close } = await start({ port, quiet: false, isolate });
   console.log(`maskattn demo: ${url}${isolate ? '' : ' (not cross-origin isolated: single-threaded build)'}`);
+  const pack = await packed(ROOT, path.resolve(ROOT, PACK_DIR));
+  if (pack) console.log(`the npm package, for another folder: npm install ${new URL(`/${pack.name}`, url)}`);
   const stop = () => close().then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

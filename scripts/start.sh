@@ -4,7 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+mkdir -p build/pack
 echo "==> building the WebAssembly modules (first time: a minute or two)"
 bash scripts/build-wasm.sh
+# The package as npm would install it, for visitors (maskattn is not on the npm registry): the server
+# offers it at /maskattn-VERSION.tgz. Scripts off: the modules were just built.
+echo "==> packing the npm package into build/pack/"
+npm pack --ignore-scripts --silent --pack-destination build/pack >/dev/null
 echo "==> serving the demo (Ctrl-C to stop)"
 exec node scripts/serve.mjs "$@"

@@ -51,7 +51,7 @@ let lastResult = null;
 const maps = {
   mask: new Heatmap($('mask-canvas'), {
     tooltip: $('mask-tooltip'), readout: $('mask-readout'),
-    hint: 'Hover or tap a cell for the rule that decides it.',
+    hint: 'Hover or tap a cell for the rule that decides it; clicking (or Space) toggles the custom mask there.',
     onActivate: (i, j) => toggleCustom(i, j),
   }),
   weights: new Heatmap($('weights-canvas'), {
@@ -463,6 +463,28 @@ async function loadBuild(value) {
   demo.backend = be;
 }
 
+// The install line: maskattn is not on the npm registry yet, so the page offers the package as this
+// server packed it (npm start), or `npm pack` in a checkout when the server has none.
+async function setupInstall(version) {
+  let info = null;
+  try {
+    const r = await fetch('/install.json', { cache: 'no-store' });
+    if (r.ok) info = await r.json();
+  } catch {
+    // A static host without the demo server: the npm pack line stays.
+  }
+  const line = $('install-line');
+  const note = $('install-note');
+  if (info?.tarball) {
+    line.textContent = `npm install ${new URL(info.tarball, location.href)}`;
+    note.textContent = 'in your project, while this server runs; maskattn is not on the npm registry yet (from a checkout: npm pack).';
+  } else {
+    line.textContent = 'npm pack';
+    note.textContent = `in a checkout of maskattn writes maskattn-${version}.tgz: npm install it in your project (maskattn is not on the npm registry yet).`;
+  }
+  demo.install = { line: line.textContent, tarball: info?.tarball ?? null };
+}
+
 async function main() {
   setExample('sentence');
   if (!simdSupported()) el.build.querySelector('option[value="simd"]').disabled = true;
@@ -479,6 +501,7 @@ async function main() {
     console.error('maskattn demo: init failed:', error);
     return;
   }
+  await setupInstall(ma.backend.version);
   perfUi = setupPerf({
     root: $('perf'), preset: $('perf-preset'), causal: $('perf-causal'), run: $('perf-run'), stop: $('perf-stop'),
     progress: $('perf-progress'), status: $('perf-status'), table: $('perf-table'), summary: $('perf-summary'),

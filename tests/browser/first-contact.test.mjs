@@ -3,7 +3,7 @@
 // said, no text in the maps overlaps, the clicked cell's outline follows the click, the code panels
 // are open and copy programs that run in Node (against this checkout as the 'maskattn' package) and
 // print the page's numbers, the speed table says it is running, the start strip links every doc.
-// The second pass (issue #44): each guide lands on the picture that proves it and its callout names
+// The second pass: each guide lands on the picture that proves it and its callout names
 // the sentence on screen, every map fits its box, the output map numbers its negative cells as it
 // numbers the others.
 // Screenshots: test-results/first-contact-*.png.
@@ -12,8 +12,9 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, symlink, writeFile, rm } from 'node:fs/promises';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdir, mkdtemp, symlink, writeFile, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -30,10 +31,13 @@ const SIZES = {
 let server;
 let browser;
 let project;          // a scratch project whose node_modules/maskattn is this checkout
+let packs;            // the folder the server offers the packed package from (as npm start packs it)
 const problems = [];
 
 before(async () => {
-  server = await start({ port: 0 });
+  packs = await mkdtemp(path.join(tmpdir(), 'maskattn-pack-'));
+  execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', packs], { cwd: ROOT, encoding: 'utf8' });
+  server = await start({ port: 0, packDir: packs });
   browser = await launchChromium();
   await mkdir(RESULTS, { recursive: true });
   project = await mkdtemp(path.join(tmpdir(), 'maskattn-snippets-'));
@@ -46,6 +50,7 @@ after(async () => {
   await browser?.close();
   await server?.close();
   if (project) await rm(project, { recursive: true, force: true });
+  if (packs) await rm(packs, { recursive: true, force: true });
 });
 
 async function open(size) {
@@ -93,6 +98,7 @@ async function copy(page, preId) {
   return text;
 }
 
+const run = promisify(execFile);
 const close = (a, b, tol = 2e-4) => Math.abs(Number(a) - Number(b)) <= tol;
 
 for (const size of Object.keys(SIZES)) {
@@ -288,7 +294,10 @@ for (const size of Object.keys(SIZES)) {
   test(`${size}: start strip, docs links, pictures before the form, dropdown texts whole`, async () => {
     const before = problems.length;
     const { page, context } = await open(size);
-    assert.equal(await page.locator('#install-line').textContent(), 'npm install maskattn');
+    // The install line a visitor can run (maskattn is not on the npm registry): the server's tarball.
+    const { version } = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8'));
+    assert.equal(await page.locator('#install-line').textContent(), `npm install ${new URL(server.url).origin}/maskattn-${version}.tgz`);
+    assert.equal(await page.locator('a[href*="npmjs."]').count(), 0, 'no link to a registry page that does not exist');
     assert.ok(await page.locator('#start').isVisible());
     const links = await page.evaluate(() => [...document.querySelectorAll('a[href^="/docs/"]')].map((a) => a.getAttribute('href')));
     for (const panel of ['#start', '#call-panel', '#decode-call-panel', '#branching-call-panel', '#lesson', '#perf', 'footer'])
@@ -446,7 +455,7 @@ test('desktop: the speed table says it is running while its bar moves', async ()
   assert.deepEqual(problems.slice(before), []);
 });
 
-// ------------------------------------------------------------------------------ second pass (issue #44)
+// ------------------------------------------------------------------------------ second pass
 
 /** Every map on the page: its canvas's drawn width and its box's content width (CSS pixels). */
 const mapFits = (page) => page.evaluate(() => [...document.querySelectorAll('.map-scroll > canvas')].filter((c) => c.offsetParent).map((c) => {
@@ -599,3 +608,39 @@ for (const size of Object.keys(SIZES)) {
     assert.deepEqual(problems.slice(before), []);
   });
 }
+
+test('desktop: the install line, copied, installs maskattn in an empty folder; without a packed tarball it says npm pack', async () => {
+  const before = problems.length;
+  const { page, context } = await open('desktop');
+  const line = await copy(page, 'install-line');
+  const args = line.split(' ');
+  assert.deepEqual(args.slice(0, 2), ['npm', 'install']);
+  const folder = await mkdtemp(path.join(tmpdir(), 'maskattn-visitor-'));
+  try {
+    await writeFile(path.join(folder, 'package.json'), JSON.stringify({ name: 'visitor', private: true, type: 'module' }));
+    // Asynchronously: the server answering npm runs in this process.
+    await run('npm', [...args.slice(1), '--no-audit', '--no-fund', '--loglevel=error'], { cwd: folder, encoding: 'utf8', timeout: 120000 });
+    await writeFile(path.join(folder, 'a.mjs'), "import { init } from 'maskattn';\nconst ma = await init();\nconsole.log(ma.backend.version, ma.backend.arch);\n");
+    const out = execFileSync(process.execPath, ['a.mjs'], { cwd: folder, encoding: 'utf8', timeout: 60000 });
+    const { version } = JSON.parse(await readFile(path.join(ROOT, 'package.json'), 'utf8'));
+    assert.match(out, new RegExp(`^${version.replace(/\./g, '\\.')} (simd128|scalar)`), out);
+  } finally {
+    await rm(folder, { recursive: true, force: true });
+  }
+  await context.close();
+  // A server with nothing packed: the page says how to make the package.
+  const bare = await start({ port: 0, packDir: path.join(tmpdir(), 'maskattn-no-such-pack-dir') });
+  try {
+    const ctx = await browser.newContext(SIZES.desktop);
+    const p = await ctx.newPage();
+    await watchProblems(p, problems, { origin: new URL(bare.url).origin });
+    await p.goto(bare.url);
+    await p.waitForFunction(() => window.__maskattnDemo?.ready === true, null, { timeout: 30000 });
+    assert.equal(await p.locator('#install-line').textContent(), 'npm pack');
+    assert.match(await p.locator('#install-note').textContent(), /in a checkout of maskattn writes maskattn-[0-9.]+\.tgz: npm install it in your project/);
+    await ctx.close();
+  } finally {
+    await bare.close();
+  }
+  assert.deepEqual(problems.slice(before), []);
+});

@@ -122,6 +122,12 @@ test('docs: every docs/*.md as Markdown and as a rendered page, links between th
   assert.match(js.body, /<table>/, 'tables are rendered');
   assert.match(js.body, /<pre><code class="language-js">/, 'code blocks are rendered');
   assert.match(js.body, /href="kv-cache\.html"/);
+  for (const n of names) {
+    const page = await raw(server.port, `/docs/${n}.html`);
+    const named = [...page.body.matchAll(/<a href="[a-z0-9-]+\.html[^"]*">(?:<code>)?((?:docs\/)?[a-z0-9-]+\.md)(?:<\/code>)?<\/a>/g)].map((m) => m[1]);
+    assert.deepEqual(named, [], `${n}.html: a link to a page reads as that page, not as a .md file`);
+  }
+  assert.match(js.body, /<a href="kv-cache\.html">The KV cache<\/a>/);
   const r = await raw(server.port, '/docs/');
   assert.equal(r.status, 302);
   assert.equal(r.headers.location, '/docs/index.html');
@@ -157,4 +163,40 @@ test('the Host header must name this server (DNS rebinding): 421 otherwise', asy
   // Methods other than GET and HEAD: 405, after the Host check.
   assert.equal((await raw(port, '/web/', { method: 'POST', extra: 'Content-Length: 0\r\n' })).status, 405);
   assert.equal((await raw(port, '/web/', { method: 'POST', host: 'evil.example', extra: 'Content-Length: 0\r\n' })).status, 421);
+});
+
+test('the packed package: /install.json names it and /NAME-VERSION.tgz serves it when the pack folder holds it; nothing else from there', async () => {
+  const root = path.join(tmp, 'pkg-root');
+  const packs = path.join(tmp, 'packs');
+  mkdirSync(path.join(root, 'web'), { recursive: true });
+  mkdirSync(packs, { recursive: true });
+  writeFileSync(path.join(root, 'package.json'), JSON.stringify({ name: 'maskattn', version: '9.8.7' }));
+  const bytes = Buffer.from([0x1f, 0x8b, 8, 0, 1, 2, 3, 4]);
+  writeFileSync(path.join(packs, 'maskattn-9.8.7.tgz'), bytes);
+  writeFileSync(path.join(packs, 'maskattn-1.0.0.tgz'), bytes);
+  writeFileSync(path.join(packs, 'notes.txt'), 'not served\n');
+  const s = await start({ port: 0, root, packDir: packs });
+  try {
+    const info = await raw(s.port, '/install.json');
+    assert.equal(info.status, 200);
+    assert.equal(info.headers['content-security-policy'], CSP);
+    assert.deepEqual(JSON.parse(info.body), { version: '9.8.7', tarball: '/maskattn-9.8.7.tgz' });
+    const tgz = await fetch(`http://127.0.0.1:${s.port}/maskattn-9.8.7.tgz`);
+    assert.equal(tgz.status, 200);
+    assert.equal(tgz.headers.get('content-type'), 'application/gzip');
+    assert.deepEqual(Buffer.from(await tgz.arrayBuffer()), bytes);
+    for (const target of ['/maskattn-1.0.0.tgz', '/notes.txt', '/packs/maskattn-9.8.7.tgz', '/build/pack/maskattn-9.8.7.tgz',
+      '/maskattn-9.8.7.tgz/', '/web/../maskattn-1.0.0.tgz', '/%2e%2e/packs/notes.txt'])
+      assert.ok([400, 404].includes((await raw(s.port, target)).status), target);
+  } finally {
+    await s.close();
+  }
+  // Nothing packed: the page is told so, and the name is not found.
+  const bare = await start({ port: 0, root, packDir: path.join(tmp, 'no-packs') });
+  try {
+    assert.deepEqual(JSON.parse((await raw(bare.port, '/install.json')).body), { version: null, tarball: null });
+    assert.equal((await raw(bare.port, '/maskattn-9.8.7.tgz')).status, 404);
+  } finally {
+    await bare.close();
+  }
 });
