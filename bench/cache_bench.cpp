@@ -1,5 +1,5 @@
 // Native KV-cache benchmark: one decode step (attend one query per head over a resident cache) for
-// every cache dtype (f32, f16, q8, q4, q8 keys with q4 values), on the MHA shape 1 x 32/32 x 2048 x 128
+// every cache dtype (f32, f16, q8, q4, q8 keys with q4 values, bf16), on the MHA shape 1 x 32/32 x 2048 x 128
 // and the GQA shape 1 x 32/8 x 4096 x 128, at 1 and 2 threads. Interleaved: each repetition measures
 // every (dtype, threads) pair in a new random order; four caches of each dtype rotate, so K/V never
 // come from the CPU cache. Prints ms per step, GB/s of K/V read, the ratios the README quotes, and
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,8 +42,9 @@ const DtypePair kDtypes[] = {{KVType::f32, KVType::f32, "f32"},
                              {KVType::f16, KVType::f16, "f16"},
                              {KVType::q8, KVType::q8, "q8"},
                              {KVType::q4, KVType::q4, "q4"},
-                             {KVType::q8, KVType::q4, "q8/q4"}};
-constexpr int kNumDtypes = 5;
+                             {KVType::q8, KVType::q4, "q8/q4"},
+                             {KVType::bf16, KVType::bf16, "bf16"}};
+constexpr int kNumDtypes = int(std::size(kDtypes));
 
 struct Shape {
   const char* name;
@@ -182,7 +184,8 @@ void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
                     kDtypes[dtype].name, sec * 1e3);
       g_json += row;
     }
-  std::printf("  q8 vs f16 at 1 thread %.2fx; q4 vs q8 %.2fx", t_of(1, 0) / t_of(2, 0), t_of(2, 0) / t_of(3, 0));
+  std::printf("  q8 vs f16 at 1 thread %.2fx; q4 vs q8 %.2fx; bf16 vs f16 %.2fx", t_of(1, 0) / t_of(2, 0), t_of(2, 0) / t_of(3, 0),
+              t_of(1, 0) / t_of(5, 0));
   if (nt > 1) std::printf("; 2 threads vs 1: f32 %.2fx, q8 %.2fx, q4 %.2fx", t_of(0, 0) / t_of(0, 1),
                           t_of(2, 0) / t_of(2, 1), t_of(3, 0) / t_of(3, 1));
   std::printf("\n");

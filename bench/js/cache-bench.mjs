@@ -1,5 +1,5 @@
 // Node benchmark, WebAssembly: one decode step (attend one query per head over a resident KV cache)
-// for every cache dtype (float32, float16, q8, q4, q8 keys / q4 values) in every wasm build (SIMD128,
+// for every cache dtype (float32, float16, q8, q4, q8 keys / q4 values, bfloat16) in every wasm build (SIMD128,
 // relaxed SIMD, scalar, and the threaded relaxed build at 1 and 2 threads), on the MHA shape
 // 1 x 32/32 x 2048 x 128 and the GQA shape 1 x 32/8 x 4096 x 128. Interleaved: each repetition
 // measures every (build, dtype) pair in a new random order; two caches of each rotate so K/V do not
@@ -36,6 +36,7 @@ const DTYPES = [
   { name: 'q8', config: { dtype: 'q8' } },
   { name: 'q4', config: { dtype: 'q4' } },
   { name: 'q8/q4', config: { dtype: 'q8', valueDtype: 'q4' } },
+  { name: 'bf16', config: { dtype: 'bfloat16' } },
 ];
 const SHAPES = [
   { name: 'MHA', Hq: 32, Hkv: 32, L: 2048, D: 128 },
