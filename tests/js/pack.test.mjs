@@ -47,7 +47,7 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
   for (const f of packed.files) console.log(`  ${f.path.padEnd(28)} ${String(f.size).padStart(8)} bytes`);
 
   const allowed = [/^js\/[^/]+\.(js|d\.ts)$/, /^dist\/[^/]+\.(mjs|wasm|worker\.js|node\.cjs|node\.worker\.cjs)$/, /^package\.json$/, /^README(\.md)?$/i,
-    /^docs\/[a-z-]+\.md$/, /^LICEN[CS]E(\.md|\.txt)?$/i];
+    /^docs\/[a-z-]+\.(md|svg)$/, /^LICEN[CS]E(\.md|\.txt)?$/i];
   const unexpected = files.filter((f) => !allowed.some((re) => re.test(f)));
   assert.deepEqual(unexpected, [], 'files that should not ship');
   for (const banned of [/^src\//, /^tests?\//, /^build/, /node_modules/, /^bench/, /^bindings\//, /^examples\//, /^scripts\//, /\.tgz$/, /CMakeLists/])
@@ -64,6 +64,30 @@ test('the tarball holds only the API, the wasm builds and the docs', () => {
     assert.ok(files.includes(path.posix.normalize(target)), `${target} (named in package.json) ships`);
   // Five builds of ~450 KB of wasm each (gzip takes them to about a third): ~0.9 MB in all.
   assert.ok(packed.size < 1_500_000, `tarball is reasonably small (${packed.size} bytes)`);
+});
+
+test('every relative link and image of the packed README and docs resolves inside the tarball', () => {
+  const unpacked = path.join(work, 'unpacked');
+  execFileSync('mkdir', ['-p', unpacked]);
+  execFileSync('tar', ['-xzf', tarball, '-C', unpacked]);
+  const top = path.join(unpacked, 'package');
+  const docs = packed.files.map((f) => f.path).filter((f) => /^(README|docs\/[^/]+)\.md$/.test(f));
+  assert.ok(docs.includes('README.md') && docs.length >= 6, docs.join());
+  const broken = [];
+  let seen = 0;
+  for (const doc of docs) {
+    // Links in prose only: code blocks hold code, not links.
+    const text = readFileSync(path.join(top, doc), 'utf8').replace(/^```[^\n]*\n[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
+    const targets = [...text.matchAll(/!?\[(?:[^\]]|\][^(])*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)|<(?:img|a)\s[^>]*(?:src|href)="([^"]+)"/g)].map((m) => m[1] ?? m[2]);
+    for (const target of targets) {
+      if (/^[a-z][a-z0-9+.-]*:|^#|^\/\//i.test(target)) continue;  // absolute URLs and anchors in the same file
+      seen += 1;
+      const file = path.posix.normalize(path.posix.join(path.posix.dirname(doc), decodeURI(target.split('#')[0])));
+      if (file.startsWith('..') || !existsSync(path.join(top, file))) broken.push(`${doc}: ${target}`);
+    }
+  }
+  assert.ok(seen >= 20, `links found: ${seen}`);
+  assert.deepEqual(broken, [], 'links and images that the package does not contain');
 });
 
 // init() options that pin each build of the table (threads: 2 even on a 1-core machine).
