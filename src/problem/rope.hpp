@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <iomanip>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +26,14 @@ namespace maskattn::detail {
 
 // The largest offset: positions stay exact in double and in int64 (Lk, a cache's length <= 2^23).
 constexpr int64_t kMaxRopeOffset = (int64_t(1) << 31) - 1;
+// A bound on |position + offset| at which an angle is formed: positions are int32 (a window cache
+// counts on to 2^31 - 1; attention()'s queries sit at most Lq below 0), offsets below 2^31.
+constexpr double kMaxRopePosition = 4294967296.0;  // 2^32
+
+// inv_freq[i] = theta^(-2i/dims), as RopeRotation and the reference form it.
+inline double rope_inv_freq(double theta, int64_t i, int64_t dims) {
+  return std::pow(theta, -2.0 * double(i) / double(dims));
+}
 
 // Checks a Rope for head dim D (errors name "<name>.theta", ...) and returns it with dims resolved.
 inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
@@ -38,6 +49,18 @@ inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
     fail_type(name + ".layout", cat("must be halves or interleaved, given ", int(r.layout)));
   if (r.offset < 0 || r.offset > kMaxRopeOffset)
     fail(name + ".offset", cat("must be an integer in [0, ", kMaxRopeOffset, "], given ", r.offset));
+  // A base below 1 makes inv_freq grow with i, up to theta^(-(dims-2)/dims) at the last pair: for a
+  // subnormal or tiny base that or its angles overflow double (from dims 28 on for 5e-324), and
+  // even position 0's angle would be 0 x inf = NaN. So the last pair's frequency times 2^32 (every
+  // angle's bound) must be finite; a base >= 1 gives frequencies <= 1.
+  const double top = dims >= 2 ? rope_inv_freq(r.theta, dims / 2 - 1, dims) : 1.0;
+  if (!std::isfinite(top * kMaxRopePosition))
+    fail(name + ".theta", cat("is too small for dims = ", dims, ": the last pair's frequency theta^(-", dims - 2, "/",
+                              dims, ") = ", top, " times positions up to 2^32 overflows float64 (accepted: theta >= about ",
+                              std::exp(std::log(kMaxRopePosition / std::numeric_limits<double>::max()) * double(dims) /
+                                       double(dims - 2)),
+                              " at this dims, any theta >= 2.4e-299 at every dims), given ", std::setprecision(17),
+                              r.theta));
   Rope out = r;
   out.dims = dims;
   return out;
@@ -48,7 +71,7 @@ class RopeRotation {
  public:
   explicit RopeRotation(const Rope& r) : rope_(r), half_(r.dims / 2), inv_freq_(size_t(half_)), cos_(size_t(half_)),
                                           sin_(size_t(half_)) {
-    for (int64_t i = 0; i < half_; ++i) inv_freq_[size_t(i)] = std::pow(r.theta, -2.0 * double(i) / double(r.dims));
+    for (int64_t i = 0; i < half_; ++i) inv_freq_[size_t(i)] = rope_inv_freq(r.theta, i, r.dims);
   }
   // cos and sin of every pair's angle at position pos (offset not included).
   void at(int64_t pos) {
@@ -60,15 +83,38 @@ class RopeRotation {
       sin_[size_t(i)] = std::sin(a);
     }
   }
+  // cos and sin of the turn from position `from` to `to` (offset added to both): the difference of
+  // the two angles at() forms, so a row stored rotated at `from` ends at exactly `to`'s angle (a
+  // turn by at(to - from) is off by the rounding of the angles, which for a base below 1 can be
+  // many radians).
+  void between(int64_t from, int64_t to) {
+    pos_ = INT64_MIN;
+    for (int64_t i = 0; i < half_; ++i) {
+      const double f = double(from + rope_.offset) * inv_freq_[size_t(i)], t = double(to + rope_.offset) * inv_freq_[size_t(i)];
+      const double cf = std::cos(f), sf = std::sin(f), ct = std::cos(t), st = std::sin(t);
+      cos_[size_t(i)] = ct * cf + st * sf;
+      sin_[size_t(i)] = st * cf - ct * sf;
+    }
+  }
   // Runs of consecutive positions (K in attention(), a prompt's rows): start_run(pos) is at(pos);
   // step_run(r), 0 < r < kRun, gives position pos + r by the angle-addition formulas with a table of
   // cos and sin of r · inv_freq (in double: about 1e-16 off, far below float's rounding), so n
   // positions cost n / kRun + kRun cos/sin pairs per frequency instead of n.
+  // The sum of two rounded angles is off from the rounded angle at pos + r by up to 1.5 ulp of the
+  // angle: below 2^24 radians that is < 6e-9, beyond it (a base below 1, positions or offsets past
+  // 2^24) it grows to radians. Frequencies whose angles in a run reach kExactAngle are therefore
+  // formed at every position, as at() and the reference form them.
   static constexpr int64_t kRun = 64;
+  static constexpr double kExactAngle = 16777216.0;  // 2^24
   void start_run(int64_t pos) {
     at(pos);
     run_cos_ = cos_;  // no allocation once prepare_runs() sized them
     run_sin_ = sin_;
+    run_pos_ = pos;
+    n_exact_ = 0;
+    const double far = double(std::max(std::abs(pos), std::abs(pos + kRun - 1)));
+    for (int64_t i = 0; i < int64_t(exact_.size()); ++i)
+      if (far * inv_freq_[size_t(i)] >= kExactAngle) exact_[size_t(n_exact_++)] = i;
   }
   // Makes step_run's table for steps r < `steps` (at most kRun): runs of n positions need n. Callers
   // that must not fail half-way (an append writes nothing unless it writes everything) call it
@@ -78,6 +124,7 @@ class RopeRotation {
     if (steps <= steps_ || half_ == 0) return;
     run_cos_.resize(size_t(half_));
     run_sin_.resize(size_t(half_));
+    exact_.resize(size_t(half_));
     step_cos_.resize(size_t(steps * half_));
     step_sin_.resize(size_t(steps * half_));
     for (int64_t k = steps_; k < steps; ++k)
@@ -96,6 +143,12 @@ class RopeRotation {
       const double c = run_cos_[size_t(i)], s = run_sin_[size_t(i)];
       cos_[size_t(i)] = c * dc[i] - s * ds[i];
       sin_[size_t(i)] = s * dc[i] + c * ds[i];
+    }
+    for (int64_t n = 0; n < n_exact_; ++n) {
+      const size_t i = size_t(exact_[size_t(n)]);
+      const double a = double(run_pos_ + r) * inv_freq_[i];
+      cos_[i] = std::cos(a);
+      sin_[i] = std::sin(a);
     }
   }
   // out = the row rotated at the last at() position; D - dims trailing elements copied. out may be in.
@@ -138,6 +191,8 @@ class RopeRotation {
   int64_t half_;
   std::vector<double> inv_freq_, cos_, sin_;
   std::vector<double> run_cos_, run_sin_, step_cos_, step_sin_;  // start_run / step_run
+  std::vector<int64_t> exact_;                                    // the run's frequencies formed at each position
+  int64_t n_exact_ = 0, run_pos_ = 0;
   int64_t steps_ = 0;                                             // rows of the step table
   int64_t pos_ = INT64_MIN;
 };

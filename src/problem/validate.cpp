@@ -2,6 +2,7 @@
 // boundary, with messages that name the argument; inner loops only assume).
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -197,6 +198,24 @@ void check_tree(const Span<int32_t>& tree, Problem& p) {
   p.tree_order = std::move(order);
 }
 
+// One slope per query head, each finite and small enough for the distances the kernels meet.
+const float* check_alibi(const Span<float>& slopes, int64_t Hq) {
+  if (int64_t(slopes.size) != Hq)
+    fail("alibi_slopes", cat("needs one slope per query head: expected ", Hq, ", given ", slopes.size));
+  // The kernels form slope x |d(i) - j| in float32, distances up to 2^31 (a window cache counts
+  // positions that far): beyond FLT_MAX / 2^31 the term would overflow to inf (a row of only such
+  // keys masked, or NaN for a negative slope) where the float64 reference stays finite.
+  constexpr float kMaxSlope = std::numeric_limits<float>::max() / 2147483648.0f;
+  for (int64_t h = 0; h < Hq; ++h) {
+    if (!std::isfinite(slopes[h])) fail(cat("alibi_slopes[", h, "]"), cat("must be finite, given ", slopes[h]));
+    if (std::fabs(slopes[h]) > kMaxSlope)
+      fail(cat("alibi_slopes[", h, "]"),
+           cat("must be at most ", std::setprecision(9), kMaxSlope, " (FLT_MAX / 2^31) in magnitude, so that times a ",
+               "distance of up to 2^31 it stays finite in float32; given ", slopes[h]));
+  }
+  return slopes.data;
+}
+
 }  // namespace
 
 namespace {
@@ -347,14 +366,7 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
     p.key_segments = o.key_segments.empty() ? kNoIds : o.key_segments.data;
   }
 
-  if (!o.alibi_slopes.empty()) {
-    if (int64_t(o.alibi_slopes.size) != p.Hq)
-      fail("alibi_slopes", cat("needs one slope per query head: expected ", p.Hq, ", given ", o.alibi_slopes.size));
-    for (int64_t h = 0; h < p.Hq; ++h)
-      if (!std::isfinite(o.alibi_slopes[h]))
-        fail(cat("alibi_slopes[", h, "]"), cat("must be finite, given ", o.alibi_slopes[h]));
-    p.alibi_slopes = o.alibi_slopes.data;
-  }
+  if (!o.alibi_slopes.empty()) p.alibi_slopes = check_alibi(o.alibi_slopes, p.Hq);
 
   check_span(o.sinks, "sinks");
   if (!o.sinks.empty()) {
