@@ -214,6 +214,25 @@ void empty_dims(World& w, int64_t d, int64_t dv) {
   raw(w.ov, 1, 1, 0, dv);
 }
 
+// The world's problem seen as one query and one key of head dim 64 (q and k hold 96 and 80 floats),
+// values and output of 6: a RoPE base's overflow depends on dims, and D = 4 never overflows.
+void head_dim_64(World& w) {
+  w.extra = maskattn::ExtraOutputs{};
+  w.qv = maskattn::bhld<const float>(w.q.p(), 1, 1, 1, 64, int64_t(w.q.size()));
+  w.kv = maskattn::bhld<const float>(w.k.p(), 1, 1, 1, 64, int64_t(w.k.size()));
+  w.vv = maskattn::bhld<const float>(w.v.p(), 1, 1, 1, 6, int64_t(w.v.size()));
+  w.ov = maskattn::bhld(w.out.p(), 1, 1, 1, 6, int64_t(w.out.size()));
+}
+maskattn::Rope rope(double theta, int64_t dims = 0, int layout = 0, int64_t offset = 0) {
+  return maskattn::Rope{theta, dims, static_cast<maskattn::RopeLayout>(layout), offset};
+}
+void config_with_rope(const maskattn::Rope& r, int64_t head_dim = 4) {
+  KVCacheConfig c = cache_config(KVType::f32, 4);
+  c.head_dim = head_dim;
+  c.rope = r;
+  KVCache x(c);
+}
+
 enum Kind { range, type };
 
 struct Row {
@@ -344,6 +363,54 @@ const std::vector<Row>& rows() {
       {"sinks_nan", [](W& w) { static const std::vector<float> s = {0.5f, kNaN, 0.5f, 0.5f}; w.opt.sinks = s; w.call(); }, "sinks[1]", {"nan"}},
       {"sinks_plus_inf", [](W& w) { static const std::vector<float> s = {kInf, 0.5f, 0.5f, 0.5f}; w.opt.sinks = s; w.call(); }, "sinks[0]", {"inf"}},
       {"sinks_null_with_size", [](W& w) { w.opt.sinks = Span<float>(nullptr, 4); w.call(); }, "sinks", {"null"}},
+      {"sinks_minus_nan", [](W& w) { static const std::vector<float> s = {0.5f, 0.5f, 0.5f, -kNaN}; w.opt.sinks = s; w.call(); }, "sinks[3]", {"nan"}},
+      {"alibi_slope_beyond_flt_max_over_2p31", [](W& w) {
+         static const std::vector<float> s = {0.5f, 0.5f, std::nextafter(std::numeric_limits<float>::max() / 2147483648.0f, kInf), 0.5f};
+         w.opt.alibi_slopes = s;
+         w.call();
+       }, "alibi_slopes[2]", {"2^31", "float32"}},
+      {"alibi_slope_minus_flt_max", [](W& w) {
+         static const std::vector<float> s = {-std::numeric_limits<float>::max(), 0.5f, 0.5f, 0.5f};
+         w.opt.alibi_slopes = s;
+         w.call();
+       }, "alibi_slopes[0]", {"2^31"}},
+      {"alibi_slope_nan", [](W& w) { static const std::vector<float> s = {0.5f, kNaN, 0.5f, 0.5f}; w.opt.alibi_slopes = s; w.call(); }, "alibi_slopes[1]", {"nan"}},
+
+      // ---- RoPE: every field, in attention(), a cache's configuration and attend; the frequencies
+      // theta^(-2i/dims) and angles a base derives (a subnormal or tiny base overflows them at dims 64).
+      {"rope_theta_0", [](W& w) { w.opt.rope = rope(0); w.call(); }, "rope.theta", {"> 0", "0"}},
+      {"rope_theta_minus_0", [](W& w) { w.opt.rope = rope(-0.0); w.call(); }, "rope.theta", {"-0"}},
+      {"rope_theta_negative", [](W& w) { w.opt.rope = rope(-10000); w.call(); }, "rope.theta", {"-10000"}},
+      {"rope_theta_nan", [](W& w) { w.opt.rope = rope(std::nan("")); w.call(); }, "rope.theta", {"nan"}},
+      {"rope_theta_inf", [](W& w) { w.opt.rope = rope(HUGE_VAL); w.call(); }, "rope.theta", {"inf"}},
+      {"rope_theta_smallest_subnormal_d64", [](W& w) { head_dim_64(w); w.opt.rope = rope(5e-324); w.call(); }, "rope.theta", {"too small", "dims = 64", "overflows"}},
+      {"rope_theta_1e-320_d64", [](W& w) { head_dim_64(w); w.opt.rope = rope(1e-320); w.call(); }, "rope.theta", {"dims = 64", "9.9998886718268"}},
+      {"rope_theta_1e-310_d64", [](W& w) { head_dim_64(w); w.opt.rope = rope(1e-310); w.call(); }, "rope.theta", {"dims = 64"}},
+      {"rope_theta_subnormal_dims_28_of_64", [](W& w) { head_dim_64(w); w.opt.rope = rope(5e-324, 28); w.call(); }, "rope.theta", {"dims = 28"}},
+      {"rope_dims_odd", [](W& w) { w.opt.rope = rope(10000, 3); w.call(); }, "rope.dims", {"even", "3"}},
+      {"rope_dims_above_d", [](W& w) { w.opt.rope = rope(10000, 6); w.call(); }, "rope.dims", {"D = 4", "6"}},
+      {"rope_dims_negative", [](W& w) { w.opt.rope = rope(10000, -2); w.call(); }, "rope.dims", {"-2"}},
+      {"rope_dims_int64_min", [](W& w) { w.opt.rope = rope(10000, kI64Min); w.call(); }, "rope.dims", {"-9223372036854775808"}},
+      {"rope_dims_2p31", [](W& w) { w.opt.rope = rope(10000, p2(31)); w.call(); }, "rope.dims", {"2147483648"}},
+      {"rope_odd_head_dim", [](W& w) { empty_dims(w, 3, 3); w.opt.rope = rope(10000); w.call(); }, "rope.dims", {"odd"}},
+      {"rope_layout_7", [](W& w) { w.opt.rope = rope(10000, 0, 7); w.call(); }, "rope.layout", {"7"}, type},
+      {"rope_layout_minus_1", [](W& w) { w.opt.rope = rope(10000, 0, -1); w.call(); }, "rope.layout", {"-1"}, type},
+      {"rope_offset_minus_1", [](W& w) { w.opt.rope = rope(10000, 0, 0, -1); w.call(); }, "rope.offset", {"-1"}},
+      {"rope_offset_2p31", [](W& w) { w.opt.rope = rope(10000, 0, 0, p2(31)); w.call(); }, "rope.offset", {"2147483648"}},
+      {"rope_offset_2p53", [](W& w) { w.opt.rope = rope(10000, 0, 0, p2(53)); w.call(); }, "rope.offset", {"9007199254740992"}},
+      {"rope_offset_int64_max", [](W& w) { w.opt.rope = rope(10000, 0, 0, kI64Max); w.call(); }, "rope.offset", {"9223372036854775807"}},
+      {"attend_with_rope", [](W& w) {
+         maskattn::Options o = KVCache::default_options();
+         o.rope = rope(10000);
+         w.f32.attend(w.attend_q(), w.attend_out(), o);
+       }, "rope", {"cache's own"}},
+      {"config_rope_theta_smallest_subnormal_d64", [](W&) { config_with_rope(rope(5e-324), 64); }, "rope.theta", {"dims = 64"}},
+      {"config_rope_theta_1e-320_d64", [](W&) { config_with_rope(rope(1e-320), 64); }, "rope.theta", {"dims = 64"}},
+      {"config_rope_theta_nan", [](W&) { config_with_rope(rope(std::nan(""))); }, "rope.theta", {"nan"}},
+      {"config_rope_dims_above_head_dim", [](W&) { config_with_rope(rope(10000, 8)); }, "rope.dims", {"D = 4"}},
+      {"config_rope_odd_head_dim", [](W&) { config_with_rope(rope(10000), 5); }, "rope.dims", {"odd"}},
+      {"config_rope_layout_2", [](W&) { config_with_rope(rope(10000, 0, 2)); }, "rope.layout", {"2"}, type},
+      {"config_rope_offset_2p31", [](W&) { config_with_rope(rope(10000, 0, 0, p2(31))); }, "rope.offset", {"2147483648"}},
       {"tree_length_wrong", [](W& w) { static const std::vector<int32_t> t = {-1, 0}; w.opt.tree = t; w.call(); }, "tree", {"Lq = 3", "2"}},
       {"tree_parent_not_earlier", [](W& w) { static const std::vector<int32_t> t = {-1, 2, 0}; w.opt.tree = t; w.call(); }, "tree[1]", {"earlier", "2"}},
       {"tree_parent_self", [](W& w) { static const std::vector<int32_t> t = {-1, 0, 2}; w.opt.tree = t; w.call(); }, "tree[2]", {"2"}},
