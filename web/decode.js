@@ -18,8 +18,10 @@ const SEED = 42;
 const PLAY_MS = 650;
 const THETA = 10000;          // RoPE's usual base (Llama 2)
 
+// The two kinds of 'nothing' differ in the maps as in the legend: an overwritten position is darker
+// and dotted, a position or slot that never held anything is pale and plain.
 const EMPTY = '#eef1f4';      // a slot or position the cache does not hold
-const GONE = '#dfe3e8';       // a position overwritten in the ring
+const GONE = '#c3cad3';       // a position overwritten in the ring
 
 /**
  * els: { root, form, dtype, window, windowSize, capacity, ragged, next, play, reset, status, memory, error, fills,
@@ -273,7 +275,7 @@ export function setupDecode(els, { getMa, expose }) {
         const { b, h } = rowOf(i);
         const k = kind(b, j);
         if (k === 'none') return { fill: EMPTY };
-        if (k === 'gone') return { fill: GONE, mark: '·', ink: COLORS.muted };
+        if (k === 'gone') return { fill: GONE, mark: '•', ink: COLORS.label };
         if (k === 'outside' || k === 'idle') return { hatch: true };
         const w = weightOf(b, h, j);
         return { fill: weightColor(w), text: short(w), narrow: shorter(w), outline: j === s.lengths[b] - 1 ? COLORS.highlight : null };
@@ -312,7 +314,7 @@ export function setupDecode(els, { getMa, expose }) {
       rowLabelMuted: (b) => !s.active[b],
       cell: (b, c) => {
         const p = slot(b, c);
-        if (p === null) return { fill: EMPTY, mark: '·', ink: COLORS.muted };
+        if (p === null) return { fill: EMPTY };
         const k = kind(b, p);
         const text = tokenAt(b, p);
         const outline = newest(b, p) ? COLORS.highlight : null;

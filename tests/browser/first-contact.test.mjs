@@ -644,3 +644,59 @@ test('desktop: the install line, copied, installs maskattn in an empty folder; w
   }
   assert.deepEqual(problems.slice(before), []);
 });
+
+for (const size of Object.keys(SIZES)) {
+  test(`${size}: the KV cache's legend tells an overwritten position from a missing one, as its map does`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    await page.locator('#decode').scrollIntoViewIfNeeded();
+    await page.check('#decode-window');   // a ring of capacity W + 2 = 6
+    await page.waitForFunction(() => window.__maskattnDemo.decode.window > 0);
+    while (!(await page.evaluate(() => { const k = window.__maskattnDemo.decode.kinds; return k[0].includes('gone') && k[1].includes('none'); }))) {
+      const k = await page.evaluate(() => window.__maskattnDemo.decode.step);
+      assert.ok(await page.isEnabled('#decode-next'), 'the ring overwrote a position before the steps ran out');
+      await page.click('#decode-next');
+      await page.waitForFunction((s) => window.__maskattnDemo.decode.step > s, k);
+    }
+    const d = await page.evaluate(() => window.__maskattnDemo.decode);
+    const gone = d.kinds[0].indexOf('gone');
+    const none = d.kinds[1].indexOf('none');
+    // A cell's colour near its corner (its mark, if any, sits in the middle) and at its centre.
+    const pixels = await page.evaluate(({ cells }) => {
+      const g = window.__maskattnDemo.decode.heatmaps.weights;
+      const c = document.getElementById('decode-weights-canvas');
+      const r = c.width / g.width;
+      const probe = document.createElement('canvas');
+      probe.width = probe.height = 1;
+      const ctx = probe.getContext('2d', { willReadFrequently: true });
+      const at = (x, y) => {
+        ctx.drawImage(c, Math.floor(x * r), Math.floor(y * r), 1, 1, 0, 0, 1, 1);
+        return Array.from(ctx.getImageData(0, 0, 1, 1).data.slice(0, 3));
+      };
+      return cells.map(([i, j]) => ({
+        corner: at(g.x0 + j * g.cell + 3, g.y0 + i * g.cell + 3),
+        // The darkest pixel around the centre, where a mark is drawn.
+        centre: [-2, -1, 0, 1, 2].flatMap((dx) => [-2, -1, 0, 1, 2].map((dy) => at(g.x0 + (j + 0.5) * g.cell + dx, g.y0 + (i + 0.5) * g.cell + dy)))
+          .reduce((a, b) => (a[0] + a[1] + a[2] <= b[0] + b[1] + b[2] ? a : b)),
+      }));
+    }, { cells: [[0, gone], [d.Hq, none]] });
+    const legend = await page.evaluate(() => Object.fromEntries(['gone', 'empty'].map((k) => {
+      const sw = document.querySelector(`#decode .legend .swatch.${k}`);
+      const rgb = getComputedStyle(sw).backgroundColor.match(/\d+/g).slice(0, 3).map(Number);
+      return [k, { rgb, mark: getComputedStyle(sw, '::after').content }];
+    })));
+    const near = (a, b, tol = 6) => a.every((x, n) => Math.abs(x - b[n]) <= tol);
+    const apart = (a, b) => a.reduce((s, x, n) => s + Math.abs(x - b[n]), 0);
+    assert.ok(near(pixels[0].corner, legend.gone.rgb), `an overwritten position (${pixels[0].corner}) has the legend's colour (${legend.gone.rgb})`);
+    assert.ok(near(pixels[1].corner, legend.empty.rgb), `a missing position (${pixels[1].corner}) has the legend's colour (${legend.empty.rgb})`);
+    assert.ok(apart(legend.gone.rgb, legend.empty.rgb) >= 60, `the two swatches differ: ${legend.gone.rgb} vs ${legend.empty.rgb}`);
+    assert.equal(legend.gone.mark, '"•"', 'the overwritten swatch carries the map\'s dot');
+    assert.equal(legend.empty.mark, 'none', 'the missing swatch has no dot, as its cells');
+    assert.ok(apart(pixels[0].centre, pixels[0].corner) > 150, 'the overwritten cell shows its dot');
+    assert.ok(near(pixels[1].centre, pixels[1].corner), 'the missing cell has no mark');
+    await page.locator('#decode .legend').scrollIntoViewIfNeeded();
+    await page.locator('#decode').screenshot({ path: path.join(RESULTS, `first-contact-${size}-kv-legend.png`) });
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+}
