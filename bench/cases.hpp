@@ -85,7 +85,7 @@ inline std::vector<CaseDef> make_cases() {
     cases.push_back(std::move(c));
   }
   {
-    // A padded batch of a short-sequence model (issue 19's "key padding" case): 4 sequences of
+    // A padded batch of a short-sequence model (the "key padding" case: every sequence shorter than the batch's longest): 4 sequences of
     // 64..256 tokens padded to 256, 8 heads of 64.
     CaseDef c = dense("12", "key padding 4x8x256x64", false, 4, 8, 8, 256, 256, 64, false,
                       "key_lengths 64, 128, 192, 256 (padded to 256)");

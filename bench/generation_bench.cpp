@@ -2,7 +2,7 @@
 // sequences sharing pages) against the contiguous cache, and tree verification against one decode
 // step. Shape: 1 x 32/8 x 4096 x 128 (GQA), float32 and q8. Interleaved: every repetition measures
 // every variant in a new random order; several caches of each variant rotate, so K/V never come
-// from the CPU cache. Prints medians and the ratios issue 20's targets name:
+// from the CPU cache. Prints medians and the ratios the project's targets name:
 //   paged (and forked) decode within 5% of contiguous;
 //   16-node tree verification at most 1.3x one single-token decode step.
 //

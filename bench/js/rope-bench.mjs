@@ -1,7 +1,7 @@
 // RoPE in WebAssembly: one decode step (append one token's K/V, then attend one query per head) on a
 // float32 cache created with `rope`, against the same step with Q and K rotated by JavaScript first
 // (a separate pass, Math.cos / Math.sin per pair) and a cache without rope, and against no rotation at
-// all. Interleaved repetitions, median ms per step. The issue's targets (issue 27): the fused step at
+// all. Interleaved repetitions, median ms per step. The targets: the fused step at
 // most 3% slower than the one without rope, and faster than the separate JavaScript pass.
 //
 //   node bench/js/rope-bench.mjs [--build maskattn-simd] [--reps N] [--order fused,js,none]

@@ -90,7 +90,6 @@ class DecodeAttention {
     });
   }
 
-  int64_t rows_per_group() const { return p_.group * p_.Lq; }
   int64_t output_stride() const { return dv_pad_; }
   // Scratch: scores, element masks and bias of kMaxRows x KT, and kMaxRows output rows (oacc);
   // with quantized keys, the quantized query rows.

@@ -1,5 +1,5 @@
-// Argument validation: the single place where user input is checked (STYLE: validate once at the
-// boundary, with messages that name the argument; inner loops only assume).
+// Argument validation of a call (attention(), a cache's attend()): the boundary where user input is
+// checked once, with messages that name the argument, so the kernels' inner loops only assume.
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
