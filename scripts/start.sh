@@ -3,7 +3,7 @@
 # the demo page on 127.0.0.1, printing its URL. PORT=N (or --port N) picks the port; Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh start   # only what building and serving the demo need; npm test installs the rest
 mkdir -p build/pack
 echo "==> building the WebAssembly modules (first time: a minute or two)"
 bash scripts/build-wasm.sh
