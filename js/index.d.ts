@@ -135,7 +135,11 @@ export type RopeLayout = 'halves' | 'interleaved';
  * a = p · theta^(-2i/dims).
  */
 export interface RopeOptions {
-  /** The base, finite and > 0 (default 10000, Llama 2; 500000 in Llama 3). */
+  /**
+   * The base, finite and > 0 (default 10000, Llama 2; 500000 in Llama 3), and not so small that
+   * theta^(-(dims-2)/dims) · 2^32 overflows float64 (any theta >= 2.4e-299; a RangeError naming
+   * rope.theta otherwise).
+   */
   theta?: number;
   /** Rotated leading dimensions: even, <= D (default 0 = all of D). */
   dims?: number;

@@ -48,19 +48,27 @@ function readTree(x, ctx) {
 }
 
 // RoPE: { theta = 10000, dims = 0 (all of D), layout = 'halves' | 'interleaved', offset = 0 }, its
-// own fields read once; the library checks the values (theta finite > 0, dims even <= D, offset an
-// integer in [0, 2^31 - 1]) and names them rope.theta, rope.dims, rope.offset.
+// own fields read once; the library checks the values (theta finite > 0 and small enough that its
+// frequencies and angles stay finite, dims even <= D, offset an integer in [0, 2^31 - 1]) and names
+// them rope.theta, rope.dims, rope.offset.
 const ROPE_LAYOUTS = new Map([['halves', 0], ['interleaved', 1]]);
 const ROPE_FIELDS = new Set(['theta', 'dims', 'layout', 'offset']);
+// dims and offset cross as int64 through a float64, exactly up to 2^53: beyond it the library would
+// see and name a rounded or clamped value, so those are refused here with the value given.
+function ropeInteger(x, name, range) {
+  integer(x, name);
+  if (!Number.isSafeInteger(x)) throw new MaskAttnRangeError(name, `must be an integer in ${range}, given ${x}`);
+  return x;
+}
 export function readRope(x) {
   if (x === undefined || x === null) return null;
   const f = ownFields(x, 'rope', ROPE_FIELDS, '{ theta?, dims?, layout?, offset? }');
   const theta = f.theta ?? 10000;
   if (typeof theta !== 'number') throw new MaskAttnTypeError('rope.theta', `must be a number, given ${describe(theta)}`);
-  const dims = integer(f.dims ?? 0, 'rope.dims');
+  const dims = ropeInteger(f.dims ?? 0, 'rope.dims', '[0, D] (0 = all of D)');
   const layout = f.layout ?? 'halves';
   choice(layout, 'rope.layout', ROPE_LAYOUTS);
-  const offset = integer(f.offset ?? 0, 'rope.offset');
+  const offset = ropeInteger(f.offset ?? 0, 'rope.offset', '[0, 2147483647]');
   return Object.freeze({ theta, dims, layout, offset });
 }
 const ropeFields = (v) => ({

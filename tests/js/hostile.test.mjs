@@ -158,6 +158,93 @@ const ROWS = [
   ['rope offset 1.5', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { offset: 1.5 } }), type: RangeError, arg: 'rope.offset', says: ['1.5'] }],
   ['rope dims beyond D', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: 6 } }), type: RangeError, arg: 'rope.dims', says: ['D = 4'] }],
   ['rope is a string', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: 'llama' }), type: TypeError, arg: 'rope' }],
+  // RoPE's fields one by one, and the values a base derives: theta^(-2i/dims) and the angles
+  // overflow float64 for a subnormal or tiny base at dims 64 (D = 4 never overflows).
+  ['rope theta 5e-324 at D = 64 (its frequencies overflow)', {
+    call: ({ ma }) => ma.attention(tensor([1, 1, 1, 64]), tensor([1, 1, 2, 64]), tensor([1, 1, 2, 64]), { rope: { theta: 5e-324 } }),
+    type: RangeError, arg: 'rope.theta', says: ['too small', 'dims = 64'],
+  }],
+  ['rope theta 5e-324 at dims 28 of D = 64 (its angles overflow)', {
+    call: ({ ma }) => ma.attention(tensor([1, 1, 1, 64]), tensor([1, 1, 2, 64]), tensor([1, 1, 2, 64]), { rope: { theta: 5e-324, dims: 28 } }),
+    type: RangeError, arg: 'rope.theta', says: ['dims = 28'],
+  }],
+  ['rope getter: theta 5e-324 first, 10000 later (D = 64)', {
+    setup: () => { const rope = {}; return { rope, g: withGetter(rope, 'theta', [5e-324, 10000]) }; },
+    call: ({ ma }, s) => ma.attention(tensor([1, 1, 1, 64]), tensor([1, 1, 2, 64]), tensor([1, 1, 2, 64]), { rope: s.rope }),
+    type: RangeError, arg: 'rope.theta', says: ['too small'], after: (s) => readsOnce(s.g),
+  }],
+  ['rope theta is a BigInt', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { theta: 10000n } }), type: TypeError, arg: 'rope.theta', says: ['10000'] }],
+  ['rope theta is a string', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { theta: '10000' } }), type: TypeError, arg: 'rope.theta' }],
+  ['rope theta is an object whose valueOf says 10000 (never called)', {
+    setup: () => { const s = { calls: 0 }; s.theta = { valueOf: () => { s.calls++; return 10000; } }; return s; },
+    call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, { rope: { theta: s.theta } }), type: TypeError, arg: 'rope.theta',
+    after: (s) => assert.equal(s.calls, 0, 'valueOf must not be called'),
+  }],
+  ['rope theta -0', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { theta: -0 } }), type: RangeError, arg: 'rope.theta', says: ['> 0'] }],
+  ['rope theta NaN', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { theta: NaN } }), type: RangeError, arg: 'rope.theta', says: ['nan'] }],
+  ['rope dims 1.5', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: 1.5 } }), type: RangeError, arg: 'rope.dims', says: ['1.5'] }],
+  ['rope dims -2', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: -2 } }), type: RangeError, arg: 'rope.dims', says: ['-2'] }],
+  ['rope dims 2^31', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: 2 ** 31 } }), type: RangeError, arg: 'rope.dims', says: ['2147483648'] }],
+  ['rope dims NaN', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: NaN } }), type: RangeError, arg: 'rope.dims', says: ['NaN'] }],
+  ['rope dims "4"', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { dims: '4' } }), type: TypeError, arg: 'rope.dims' }],
+  ['rope getter: dims 3 first, 4 later', {
+    setup: () => { const rope = {}; return { rope, g: withGetter(rope, 'dims', [3, 4]) }; },
+    call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, { rope: s.rope }), type: RangeError, arg: 'rope.dims', says: ['even'], after: (s) => readsOnce(s.g),
+  }],
+  ...['neox', 'HALVES', 'toString', '__proto__', ''].map((layout) => [`rope layout '${layout}'`, {
+    call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { layout } }), type: TypeError, arg: 'rope.layout', says: ["'halves' or 'interleaved'"],
+  }]),
+  ['rope offset 2^53', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { offset: 2 ** 53 } }), type: RangeError, arg: 'rope.offset', says: ['9007199254740992'] }],
+  ['rope offset -2^53', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { offset: -(2 ** 53) } }), type: RangeError, arg: 'rope.offset', says: ['-9007199254740992'] }],
+  ['rope offset 2^31', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: { offset: 2 ** 31 } }), type: RangeError, arg: 'rope.offset', says: ['2147483648'] }],
+  ['rope getter: offset -1 first, 0 later', {
+    setup: () => { const rope = {}; return { rope, g: withGetter(rope, 'offset', [-1, 0]) }; },
+    call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, { rope: s.rope }), type: RangeError, arg: 'rope.offset', says: ['-1'], after: (s) => readsOnce(s.g),
+  }],
+  ['rope is an Array', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: [10000] }), type: TypeError, arg: 'rope' }],
+  ['rope is an Array subclass with an odd map()', {
+    call: ({ ma, q, k, v }) => {
+      class Odd extends Array { map() { return { theta: 10000 }; } }
+      return ma.attention(q, k, v, { rope: Odd.from([10000]) });
+    },
+    type: TypeError, arg: 'rope',
+  }],
+  ['rope is a revoked Proxy', {
+    call: ({ ma, q, k, v }) => {
+      const { proxy, revoke } = Proxy.revocable({ theta: 10000 }, {});
+      revoke();
+      return ma.attention(q, k, v, { rope: proxy });
+    },
+    type: TypeError, arg: 'rope',
+  }],
+  ['rope is a Proxy whose keys trap throws', {
+    call: ({ ma, q, k, v }) => ma.attention(q, k, v, { rope: new Proxy({}, { ownKeys: () => { throw new Error('no keys'); } }) }), type: TypeError, arg: 'rope', says: ['no keys'],
+  }],
+  ['attend with a rope of its own on a cache', { call: ({ cache, cacheQ }) => cache.attend(cacheQ, { rope: {} }), type: RangeError, arg: 'rope', says: ["cache's own"] }],
+  ['a cache with rope theta 1e-320 at headDim 64', {
+    call: ({ ma }) => ma.createKVCache({ capacity: 4, headDim: 64, rope: { theta: 1e-320 } }), type: RangeError, arg: 'rope.theta', says: ['dims = 64'],
+  }],
+  ['a cache config getter: rope theta 5e-324 first, then 10000 (headDim 64)', {
+    setup: () => { const rope = {}; return { rope, g: withGetter(rope, 'theta', [5e-324, 10000]) }; },
+    call: ({ ma }, s) => ma.createKVCache({ capacity: 4, headDim: 64, rope: s.rope }), type: RangeError, arg: 'rope.theta', after: (s) => readsOnce(s.g),
+  }],
+  ['a cache with rope dims 1.5', { call: ({ ma }) => ma.createKVCache({ capacity: 4, headDim: 4, rope: { dims: 1.5 } }), type: RangeError, arg: 'rope.dims' }],
+  ['a cache with rope dims above headDim', { call: ({ ma }) => ma.createKVCache({ capacity: 4, headDim: 4, rope: { dims: 6 } }), type: RangeError, arg: 'rope.dims', says: ['D = 4'] }],
+  ['a cache with rope layout \'neox\'', { call: ({ ma }) => ma.createKVCache({ capacity: 4, headDim: 4, rope: { layout: 'neox' } }), type: TypeError, arg: 'rope.layout' }],
+  ['a cache with rope offset 2^53', { call: ({ ma }) => ma.createKVCache({ capacity: 4, headDim: 4, rope: { offset: 2 ** 53 } }), type: RangeError, arg: 'rope.offset' }],
+  // ALiBi slopes times distances up to 2^31 must stay finite in float32; sinks in float32's range.
+  ['alibiSlopes 1e30 (times 2^31 beyond float32)', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { alibiSlopes: [0.5, 1e30] }), type: RangeError, arg: 'alibiSlopes[1]', says: ['2^31'] }],
+  ['alibiSlopes -3.4e38', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { alibiSlopes: [-3.4e38, 0.5] }), type: RangeError, arg: 'alibiSlopes[0]', says: ['2^31'] }],
+  ['alibiSlopes with a hole', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { alibiSlopes: [0.5, , ] }), type: TypeError, arg: 'alibiSlopes', says: ['entry 1'] }],  // eslint-disable-line no-sparse-arrays
+  ['alibiSlopes: an Array subclass whose map() hides a slope of 1e30', {
+    call: ({ ma, q, k, v }) => {
+      class Odd extends Array { map() { return [0.5, 0.5]; } }
+      return ma.attention(q, k, v, { alibiSlopes: Odd.from([0.5, 1e30]) });
+    },
+    type: RangeError, arg: 'alibiSlopes[1]',
+  }],
+  ['sinks Number.MAX_VALUE (infinite in float32)', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { sinks: [Number.MAX_VALUE, 0] }), type: RangeError, arg: 'sinks[0]' }],
+  ['sinks with a hole', { call: ({ ma, q, k, v }) => ma.attention(q, k, v, { sinks: [, 0] }), type: TypeError, arg: 'sinks', says: ['entry 0'] }],  // eslint-disable-line no-sparse-arrays
   ['options getter: keyLengths [9] first, [5] later', {
     setup: () => { const options = {}; return { options, g: withGetter(options, 'keyLengths', [[9], [5]]) }; },
     call: ({ ma, q, k, v }, s) => ma.attention(q, k, v, s.options), type: RangeError, arg: 'keyLengths[0]', says: ['9', 'Lk = 5'], after: (s) => readsOnce(s.g),

@@ -134,6 +134,52 @@ for (const buildInfo of BUILDS) {
       }
     });
 
+    // The base's derived values: theta^(-2i/dims) grows with i for a base below 1, up to
+    // theta^(-(dims-2)/dims), and the angles reach that times 2^32; where either overflows float64
+    // the base is refused (rope.theta), by attention() and by createKVCache alike. Expected here
+    // from logarithms, apart from the library's pow. Accepted bases give finite results, and where
+    // their angles stay moderate (bases >= 0.5), the float64 reference's (this file's Math.pow and
+    // Math.cos; at angles near 2^32 x 10^298 one ulp of a pow decides the result, so the C++ suite
+    // checks those against its own reference, in the same module).
+    test('rope bases: refused exactly where the frequencies or the angles would overflow; accepted ones finite', () => {
+      const accepted = (theta, dims) =>
+        Number.isFinite(theta) && theta > 0 && (dims <= 2 || -Math.log(theta) * ((dims - 2) / dims) + Math.log(2 ** 32) < Math.log(Number.MAX_VALUE));
+      const edge = (dims) => Math.exp(Math.log(2 ** 32 / Number.MAX_VALUE) * (dims / (dims - 2)));
+      const random = rng(2024);
+      for (const D of [4, 26, 28, 64, 512]) {
+        const thetas = [5e-324, 1e-320, 1e-310, 2 ** -1022, 1e-300, 1e-299, 1e-30, 0.5, 1, 10000, 1e300, Number.MAX_VALUE, 0, -1, NaN, -Infinity];
+        if (edge(D) >= 5e-324) thetas.push(edge(D) * (1 + 1e-9), edge(D) * (1 - 1e-9));
+        const q = randomTensor(random, 1, 2, 3, D), k = randomTensor(random, 1, 1, 9, D), v = randomTensor(random, 1, 1, 9, D);
+        for (const theta of thetas)
+          for (const offset of [0, 2 ** 31 - 1]) {
+            const options = { causal: true, rope: { theta, offset } };
+            const label = `D ${D}, theta ${theta}, offset ${offset}`;
+            if (!accepted(theta, D)) {
+              throwsArg(() => ma.attention(q, k, v, options), RangeError, 'rope.theta');
+              throwsArg(() => ma.createKVCache({ capacity: 4, headDim: D, rope: { theta, offset } }), RangeError, 'rope.theta');
+              continue;
+            }
+            const got = ma.attention(q, k, v, options);
+            assert.ok(got.output.data.every(Number.isFinite), `${label}: finite`);
+            if (theta >= 0.5 && offset === 0) agrees(label, got, q, k, v, options);
+            const cache = ma.createKVCache({ capacity: 9, headDim: D, rope: { theta, offset } });
+            try {
+              cache.append(k, v);
+              const out = cache.attend(q).output.data;
+              assert.ok(out.every(Number.isFinite), `${label}: cache output finite`);
+              if (theta >= 0.5 && offset === 0) agrees(`${label} (cache)`, { output: { data: out } }, q, k, v, options);
+            } finally {
+              cache.dispose();
+            }
+          }
+      }
+      // The message says what was given, the dims and the bound.
+      const q = randomTensor(random, 1, 1, 1, 64);
+      throwsArg(() => ma.attention(q, q, q, { rope: { theta: 1e-320 } }), RangeError, 'rope.theta', 'too small', 'dims = 64', '9.9998886718268');
+      throwsArg(() => ma.attention(q, q, q, { rope: { theta: 5e-324, dims: 28 } }), RangeError, 'rope.theta', 'dims = 28');
+      assert.ok(ma.attention(q, q, q, { rope: { theta: 5e-324, dims: 26 } }).output.data.every(Number.isFinite), 'dims 26 takes any base');
+    });
+
     test('rope errors are named; a cache refuses a per-call rope', () => {
       const q = tensor(new Float32Array(2 * 8), [1, 1, 2, 8]);
       const k = tensor(new Float32Array(4 * 8), [1, 1, 4, 8]);
@@ -145,6 +191,14 @@ for (const buildInfo of BUILDS) {
       throwsArg(() => ma.attention(q, k, k, { rope: { layout: 'neox' } }), TypeError, 'rope.layout', "'halves' or 'interleaved'");
       throwsArg(() => ma.attention(q, k, k, { rope: { offset: 2 ** 31 } }), RangeError, 'rope.offset');
       throwsArg(() => ma.attention(q, k, k, { rope: { offset: -3 } }), RangeError, 'rope.offset');
+      // dims and offset cross as int64 through a float64: beyond 2^53 they are refused here, with the value given.
+      throwsArg(() => ma.attention(q, k, k, { rope: { offset: 2 ** 53 } }), RangeError, 'rope.offset', String(2 ** 53));
+      throwsArg(() => ma.attention(q, k, k, { rope: { offset: -1e300 } }), RangeError, 'rope.offset', '1e+300');
+      throwsArg(() => ma.attention(q, k, k, { rope: { offset: 2 ** 40 } }), RangeError, 'rope.offset', String(2 ** 40));
+      throwsArg(() => ma.attention(q, k, k, { rope: { dims: 2 ** 31 } }), RangeError, 'rope.dims', String(2 ** 31));
+      throwsArg(() => ma.attention(q, k, k, { rope: { dims: -(2 ** 60) } }), RangeError, 'rope.dims', String(-(2 ** 60)));
+      throwsArg(() => ma.attention(q, k, k, { rope: { dims: NaN } }), RangeError, 'rope.dims', 'NaN');
+      throwsArg(() => ma.attention(q, k, k, { rope: { theta: 10000n } }), TypeError, 'rope.theta', '10000');
       const odd = tensor(new Float32Array(2 * 7), [1, 1, 2, 7]);
       const oddK = tensor(new Float32Array(4 * 7), [1, 1, 4, 7]);
       throwsArg(() => ma.attention(odd, oddK, oddK, { rope: {} }), RangeError, 'rope.dims', 'odd');
