@@ -186,6 +186,53 @@ TEST_P(DerivedLimits, AlibiSlopeLimit) {
   }
 }
 
+// The slope limit at the distance it is for: a window cache whose sink token (position 0) is
+// 2^31 - 2 positions behind the query. A slope of -max gives the sink the logit ~FLT_MAX (finite:
+// max x 2^31 is FLT_MAX exactly), so the output is the sink's V exactly; +max gives it ~-FLT_MAX and
+// the key on the diagonal takes all the weight. (Twice the slope would overflow to inf there: NaN,
+// or a row of only masked keys; it is refused.) Every target and kernel.
+TEST(DerivedLimits, AlibiSlopeLimitAtDistance2p31) {
+  const float max = FLT_MAX / 2147483648.0f;
+  KVCacheConfig cfg;
+  cfg.kv_heads = 1; cfg.capacity = 5; cfg.window = 4; cfg.sink_tokens = 1; cfg.head_dim = 2; cfg.value_dim = 2;
+  KVCache cache(cfg);
+  const int64_t T = int64_t(1) << 22;
+  std::vector<float> k(size_t(2 * T), 0.0f), v(size_t(2 * T), 0.0f);
+  k[0] = 0.3f; k[1] = -0.2f; v[0] = 5.0f; v[1] = -7.0f;  // the sink token
+  auto append = [&](int64_t n) { cache.append(maskattn::bhld(k.data(), 1, 1, n, 2), maskattn::bhld(v.data(), 1, 1, n, 2)); };
+  append(T);
+  std::fill(k.begin(), k.begin() + 2, 0.0f);
+  std::fill(v.begin(), v.begin() + 2, 0.0f);
+  for (int n = 1; n < 511; ++n) append(T);
+  append(T - 4);
+  const std::vector<float> last_k = {0.1f, 0.4f, -0.5f, 0.2f, 0.7f, 0.1f}, last_v = {1, 2, 3, 4, 6, 8};
+  cache.append(maskattn::bhld(last_k.data(), 1, 1, 3, 2), maskattn::bhld(last_v.data(), 1, 1, 3, 2));
+  ASSERT_EQ(cache.lengths()[0], maskattn::kMaxRingLength);
+  const std::vector<float> q = {0.5f, -0.25f, 0.5f, -0.25f}, slopes = {-max, max};
+  for (const maskattn_test::KernelTarget& t : maskattn_test::kernel_target_params()) {
+    if (!maskattn::target_available(t.target)) continue;
+    SCOPED_TRACE(maskattn_test::target_label(t));
+    maskattn::Options o = KVCache::default_options();
+    o.target = t.target;
+    o.kernel = t.kernel;
+    o.alibi_slopes = slopes;
+    std::vector<float> out(4, -7.0f), lse(2);
+    maskattn::ExtraOutputs extra;
+    extra.lse = lse.data();
+    cache.attend(maskattn::bhld(q.data(), 1, 2, 1, 2), maskattn::bhld(out.data(), 1, 2, 1, 2), o, extra);
+    EXPECT_EQ(out[0], 5.0f);  // head 0 (slope -max): the sink token's V
+    EXPECT_EQ(out[1], -7.0f);
+    EXPECT_EQ(out[2], 6.0f);  // head 1 (slope +max): the newest position's V
+    EXPECT_EQ(out[3], 8.0f);
+    EXPECT_TRUE(std::isfinite(lse[0]) && lse[0] > 3e38f) << lse[0];
+    const std::vector<float> twice = {-2 * max, max};
+    o.alibi_slopes = twice;
+    maskattn_test::expect_argument_error(
+        [&] { cache.attend(maskattn::bhld(q.data(), 1, 2, 1, 2), maskattn::bhld(out.data(), 1, 2, 1, 2), o); },
+        "alibi_slopes[0]");
+  }
+}
+
 // Learned sinks at float32's ends (+-FLT_MAX; -inf = none) and scale at its ends (the smallest
 // subnormal, +-FLT_MAX, with unit inputs whose |q·k| < 1 so that every logit is finite in
 // float32), with and without a softcap whose ratio scale / softcap is finite: O and lse as the
