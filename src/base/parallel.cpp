@@ -200,33 +200,113 @@ std::shared_ptr<const Executor> default_executor() {
   return g_default;
 }
 
-// The work on a host's executor: `tasks` tasks, each taking units from a shared counter; errors
-// caught inside a task (a host's pool may not carry exceptions) and rethrown here.
-void host_parallel_for(const Executor& e, int tasks, int64_t units, const std::function<void(int, int64_t)>& f) {
-  std::atomic<int64_t> next{0};
-  std::atomic<int> finished{0};
-  std::atomic<bool> failed{false};
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  const std::function<void(int64_t)> task = [&](int64_t index) {
-    if (index >= 0 && index < tasks) {
-      try {
-        for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) f(int(index), u);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next.store(units);  // the other tasks stop taking units
-        failed.store(true);
-      }
+// One call's work on a host's executor: `tasks` tasks, each taking units from a shared counter.
+// The host is trusted with nothing: each task index is claimed once (a second call of an index, an
+// index outside [0, tasks) or a call after parallel_for returned does no work and fails the call),
+// and the caller returns only once no task is inside f, so a task run late (a host that returned
+// early, or kept a copy of the task) never touches the caller's stack, scratch or output. The state
+// lives on the heap, held by every copy of the task, so such a late call reads only live memory.
+// Errors thrown inside a task are caught there (a host's pool may not carry exceptions) and rethrown
+// by check(); whichever comes first, a task's error or the host's misuse, is the one reported.
+class HostCall {
+ public:
+  HostCall(int tasks, int64_t units, const std::function<void(int, int64_t)>& f)
+      : tasks_(tasks), units_(units), f_(&f), claimed_(new std::atomic<bool>[size_t(tasks)]) {
+    for (int i = 0; i < tasks; ++i) claimed_[size_t(i)].store(false, std::memory_order_relaxed);
+  }
+
+  // task(index), as the host calls it.
+  void run(int64_t index) noexcept {
+    // Dekker with close(): (seq_cst) either close() sees this task inside and waits for it, or the
+    // task sees the call closed and leaves without touching anything of the caller's.
+    in_flight_.fetch_add(1);
+    if (closed_.load()) {
+      late_.store(true);
+    } else if (index < 0 || index >= tasks_) {
+      misuse(Misuse::outside, index);
+    } else if (claimed_[size_t(index)].exchange(true)) {
+      misuse(Misuse::twice, index);
+    } else {
+      work(int(index));
     }
-    finished.fetch_add(1, std::memory_order_acq_rel);
-  };
-  e.parallel_for(tasks, task);
-  if (failed.load()) std::rethrow_exception(error);
-  const int done = finished.load(std::memory_order_acquire);
-  if (done != tasks || next.load() < units)
-    fail("executor", cat("parallel_for(", tasks, ", task) returned after ", done, " task call(s), expected ", tasks,
-                         " (it must run task(i) once for every i in [0, count) and return when all have returned)"));
+    in_flight_.fetch_sub(1);
+  }
+
+  // After the host's parallel_for returned (or threw): no task starts any more, and the ones still
+  // inside (a host that returned early) finish before the caller goes on.
+  void close() noexcept {
+    closed_.store(true);
+    if (in_flight_.load() == 0) return;
+    returned_early_ = true;
+    while (in_flight_.load() != 0) std::this_thread::yield();
+  }
+
+  // After close(): the first error of a task, or ArgumentError("executor") saying what the host did.
+  void check() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    std::string what;
+    if (misuse_ == Misuse::outside) what = cat("called task(", bad_index_, "), outside [0, ", tasks_, ")");
+    if (misuse_ == Misuse::twice) what = cat("called task(", bad_index_, ") twice");
+    int missing = 0;
+    for (int i = 0; i < tasks_; ++i)
+      if (!claimed_[size_t(i)].load(std::memory_order_relaxed) && ++missing <= 3)
+        what += cat(missing > 1 ? ", " : what.empty() ? "returned before calling " : "; returned before calling ", "task(", i, ")");
+    if (missing > 3) what += cat(" and ", missing - 3, " more");
+    if (returned_early_) what += cat(what.empty() ? "" : "; ", "returned while a task was still running");
+    if (late_.load()) what += cat(what.empty() ? "" : "; ", "called a task after it had returned");
+    // (A claimed task runs out the units, so this is only a backstop.)
+    if (what.empty() && next_.load() < units_) what = "returned before every task had run";
+    if (!what.empty())
+      fail("executor", cat("parallel_for(", tasks_, ", task): ", what, " (it must call task(i) exactly once for every i in [0, ",
+                           tasks_, ") and return when every task has returned)"));
+  }
+
+ private:
+  void work(int worker) {
+    try {
+      for (int64_t u = next_.fetch_add(1); u < units_; u = next_.fetch_add(1)) (*f_)(worker, u);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_ && misuse_ == Misuse::none) error_ = std::current_exception();
+      next_.store(units_);  // the other tasks stop taking units
+    }
+  }
+  enum class Misuse { none, outside, twice };
+  void misuse(Misuse kind, int64_t index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_ && misuse_ == Misuse::none) {
+      misuse_ = kind;
+      bad_index_ = index;
+    }
+    next_.store(units_);  // the call fails: the other tasks stop taking units
+  }
+
+  const int tasks_;
+  const int64_t units_;
+  const std::function<void(int, int64_t)>* const f_;  // the caller's: used only while the call is open
+  const std::unique_ptr<std::atomic<bool>[]> claimed_;
+  std::atomic<int64_t> next_{0};
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> closed_{false}, late_{false};
+  bool returned_early_ = false;  // close() found a task inside
+  std::mutex mutex_;
+  std::exception_ptr error_;       // a task's, when it came first
+  Misuse misuse_ = Misuse::none;  // the host's first misuse, when it came first
+  int64_t bad_index_ = 0;
+};
+
+void host_parallel_for(const Executor& e, int tasks, int64_t units, const std::function<void(int, int64_t)>& f) {
+  const auto call = std::make_shared<HostCall>(tasks, units, f);
+  const std::function<void(int64_t)> task = [call](int64_t index) { call->run(index); };
+  try {
+    e.parallel_for(tasks, task);
+  } catch (...) {
+    call->close();  // the host's own error, passed on once no task is inside
+    throw;
+  }
+  call->close();
+  call->check();
 }
 
 }  // namespace
