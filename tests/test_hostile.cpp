@@ -909,4 +909,198 @@ TEST(Hostile, ValidProblemsReadOnlyTheirTensors) {
   EXPECT_GT(runs, 1000);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Who runs the threads: Options::executor, set_default_executor, set_thread_pool_config's spin_us.
+// (Hosts that break the contract concurrently, or call tasks after returning: test_executor.cpp.)
+// ---------------------------------------------------------------------------------------------
+
+// Work big enough to split into tasks on every kernel: plain attention (q [1, 8, 2, 32] over 2600
+// keys) and a cache of every dtype of maskattn/kv_types.inc (2 sequences of 2600 positions).
+struct SplitWorld {
+  static constexpr int64_t kKeys = 2600, kD = 32;
+  std::vector<float> q, k, v, cq;
+  std::vector<std::unique_ptr<KVCache>> caches;
+  SplitWorld() : q(values(8 * 2 * kD, 1)), k(values(2 * kKeys * kD, 2)), v(values(2 * kKeys * kD, 3)), cq(values(2 * 8 * 2 * kD, 4)) {
+    const KVType dtypes[] = {
+#define MASKATTN_KV_TYPE(name, bits) KVType::name,
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE
+    };
+    const std::vector<float> ck = values(2 * 2 * kKeys * kD, 5), cv = values(2 * 2 * kKeys * kD, 6);
+    for (KVType t : dtypes) {
+      KVCacheConfig c = cache_config(t, kKeys);
+      c.head_dim = c.value_dim = kD;
+      caches.push_back(std::make_unique<KVCache>(c));
+      caches.back()->append(maskattn::bhld<const float>(ck.data(), 2, 2, kKeys, kD), maskattn::bhld<const float>(cv.data(), 2, 2, kKeys, kD));
+    }
+  }
+  static std::vector<float> values(int64_t n, int seed) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i) * 0.37f + float(seed));
+    return x;
+  }
+  // Source 0: plain attention; source 1 + i: the cache of dtype i. O in a fresh vector.
+  size_t sources() const { return 1 + caches.size(); }
+  std::string name(size_t s) const { return s == 0 ? "attention" : std::string("cache_") + maskattn::kv_type_name(caches[s - 1]->config().dtype); }
+  std::vector<float> run(size_t s, Kernel kernel, int threads, const maskattn::Executor* e) const {
+    maskattn::Options o;
+    o.causal = true;
+    o.kernel = kernel;
+    o.threads = threads;
+    o.executor = e;
+    if (s == 0) {
+      std::vector<float> out(q.size());
+      maskattn::attention(maskattn::bhld<const float>(q.data(), 1, 8, 2, kD), maskattn::bhld<const float>(k.data(), 1, 2, kKeys, kD),
+                          maskattn::bhld<const float>(v.data(), 1, 2, kKeys, kD), maskattn::bhld(out.data(), 1, 8, 2, kD), o);
+      return out;
+    }
+    std::vector<float> out(cq.size());
+    caches[s - 1]->attend(maskattn::bhld<const float>(cq.data(), 2, 8, 2, kD), maskattn::bhld(out.data(), 2, 8, 2, kD), o);
+    return out;
+  }
+  std::vector<std::vector<unsigned char>> inputs() const {
+    std::vector<std::vector<unsigned char>> s;
+    for (const std::vector<float>* x : {&q, &k, &v, &cq})
+      s.emplace_back(reinterpret_cast<const unsigned char*>(x->data()), reinterpret_cast<const unsigned char*>(x->data() + x->size()));
+    for (const auto& c : caches) s.push_back(contents_state(*c));
+    return s;
+  }
+};
+
+// An empty executor (a null parallel_for), per call or as the default, at 1 and 4 threads, in
+// attention and in every cache's attend: ArgumentError("executor") of the type kind, nothing
+// written, the default unchanged.
+TEST(HostileExecutor, EmptyExecutorIsRejectedAndNothingWritten) {
+  auto w = std::make_unique<World>();
+  const auto before = w->state();
+  const maskattn::Executor empty{};
+  const auto expect_rejected = [](const char* what, const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const ArgumentError& e) {
+      EXPECT_EQ(e.argument(), "executor") << what << ": " << e.what();
+      EXPECT_TRUE(e.is_type_error()) << what;
+      EXPECT_NE(std::string(e.what()).find("parallel_for is empty"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  for (int threads : {1, 4}) {
+    w->opt.executor = &empty;
+    w->opt.threads = threads;
+    expect_rejected("attention", [&] { w->call(); });
+    for (KVCache* c : {&w->f32, &w->f16, &w->ring, &w->q8, &w->paged})
+      expect_rejected("attend", [&] { c->attend(w->attend_q(), w->attend_out(), w->opt); });
+  }
+  expect_rejected("set_default_executor", [&] { maskattn::set_default_executor(empty); });
+  const auto after = w->state();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(before[i] == after[i]) << kStateNames[i] << " was written";
+  EXPECT_EQ(w->stats.tiles_full + w->stats.tiles_mixed + w->stats.tiles_skipped, 0) << "stats were written";
+  // The default is still maskattn's own pool: a call that splits into tasks gives the one-thread
+  // answer (an empty default would throw std::bad_function_call).
+  const SplitWorld split;
+  EXPECT_TRUE(split.run(0, Kernel::automatic, 4, nullptr) == split.run(0, Kernel::automatic, 1, nullptr));
+}
+
+// spin_us outside [0, 1e6] microseconds (NaN of either sign, below 0 by a denormal, above 1e6 by one
+// ulp, infinities): ArgumentError("spin_us") saying the range, and the setting is unchanged.
+TEST(HostileExecutor, SpinTimeOutsideItsRangeIsRejected) {
+  const maskattn::ThreadPoolConfig saved = maskattn::thread_pool_config();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const double denormal = std::numeric_limits<double>::denorm_min();
+  for (double bad : {nan, -nan, -1.0, -denormal, 1e6 + 1, std::nextafter(1e6, inf), inf, -inf,
+                     std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest()}) {
+    try {
+      maskattn::set_thread_pool_config({bad});
+      ADD_FAILURE() << "spin_us " << bad << " accepted";
+    } catch (const ArgumentError& e) {
+      EXPECT_EQ(e.argument(), "spin_us") << bad;
+      EXPECT_FALSE(e.is_type_error()) << bad;
+      EXPECT_NE(std::string(e.what()).find("[0, 1e6] microseconds"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(maskattn::thread_pool_config().spin_us, saved.spin_us) << "spin_us " << bad << " changed the setting";
+  }
+}
+
+// The edges inside the range are accepted: -0 and a denormal (both read back as 0: the spin time is
+// kept in nanoseconds), 1e6 exactly.
+TEST(HostileExecutor, SpinTimeBoundariesAreAccepted) {
+  const maskattn::ThreadPoolConfig saved = maskattn::thread_pool_config();
+  const double denormal = std::numeric_limits<double>::denorm_min();
+  const std::pair<double, double> cases[] = {{-0.0, 0.0}, {denormal, 0.0}, {0.0, 0.0}, {0.001, 0.001}, {1e6, 1e6}};
+  for (const auto& [given, read_back] : cases) {
+    EXPECT_NO_THROW(maskattn::set_thread_pool_config({given})) << given;
+    EXPECT_EQ(maskattn::thread_pool_config().spin_us, read_back) << given;
+  }
+  maskattn::set_thread_pool_config(saved);
+  EXPECT_EQ(maskattn::thread_pool_config().spin_us, saved.spin_us);
+}
+
+// Hosts that break the contract without threads (so also in WebAssembly), on every kernel, for
+// plain attention and a cache of every dtype: skipping tasks, calling one twice (with as many calls
+// as tasks, so that a count of calls passes), calling indices outside [0, count), throwing. Each
+// fails (ArgumentError naming the executor, or the host's own exception), never returns an answer,
+// and leaves inputs and caches as they were; a host that keeps the contract in another order gives
+// the one-thread answer bitwise. (A failed call's output is unspecified: tasks that ran wrote it.)
+TEST(HostileExecutor, SerialHostsThatBreakTheContractFailOnEveryKernelAndCacheDtype) {
+  using Task = const std::function<void(int64_t)>&;
+  struct HostStopped {};  // the host's own error
+  struct Host {
+    const char* name;
+    const char* says;  // nullptr: must give the one-thread answer; "" : throws the host's error
+    std::function<void(int64_t, Task)> parallel_for;
+  };
+  const Host hosts[] = {
+      {"backwards", nullptr, [](int64_t n, Task task) { for (int64_t i = n - 1; i >= 0; --i) task(i); }},
+      {"skips_the_last", "returned before calling task(", [](int64_t n, Task task) { for (int64_t i = 0; i + 1 < n; ++i) task(i); }},
+      {"skips_the_first", "returned before calling task(0)", [](int64_t n, Task task) { for (int64_t i = 1; i < n; ++i) task(i); }},
+      {"runs_none", "returned before calling task(0)", [](int64_t, Task) {}},
+      {"task_0_twice_and_no_last", "called task(0) twice", [](int64_t n, Task task) {
+         task(0);
+         for (int64_t i = 0; i + 1 < n; ++i) task(i);
+       }},
+      {"every_task_then_task_0", "called task(0) twice", [](int64_t n, Task task) {
+         for (int64_t i = 0; i < n; ++i) task(i);
+         task(0);
+       }},
+      {"task_count", "outside [0, ", [](int64_t n, Task task) { for (int64_t i = 0; i <= n; ++i) task(i); }},
+      {"task_minus_1", "called task(-1), outside [0, ", [](int64_t n, Task task) { for (int64_t i = -1; i < n; ++i) task(i); }},
+      {"task_int64_min", "outside [0, ", [](int64_t n, Task task) {
+         task(kI64Min);
+         for (int64_t i = 0; i < n; ++i) task(i);
+       }},
+      {"throws_after_task_0", "", [](int64_t, Task task) {
+         task(0);
+         throw HostStopped{};
+       }},
+  };
+  const SplitWorld world;
+  const auto inputs = world.inputs();
+  for (size_t s = 0; s < world.sources(); ++s)
+    for (const Kernel kernel : maskattn::kKernels) {
+      const std::vector<float> expected = world.run(s, kernel, 1, nullptr);
+      for (const Host& host : hosts) {
+        const std::string what = world.name(s) + " " + maskattn::kernel_name(kernel) + " host " + host.name;
+        int64_t most = 0;
+        const maskattn::Executor e{[&](int64_t n, Task task) {
+          if (n > most) most = n;
+          host.parallel_for(n, task);
+        }};
+        try {
+          const std::vector<float> out = world.run(s, kernel, 4, &e);
+          EXPECT_EQ(host.says, nullptr) << what << ": no error";
+          EXPECT_TRUE(out.size() == expected.size() && std::memcmp(out.data(), expected.data(), out.size() * 4) == 0)
+              << what << ": not the one-thread answer";
+        } catch (const ArgumentError& err) {
+          EXPECT_TRUE(host.says && *host.says) << what << ": " << err.what();
+          EXPECT_EQ(err.argument(), "executor") << what;
+          if (host.says) EXPECT_NE(std::string(err.what()).find(host.says), std::string::npos) << what << ": " << err.what();
+        } catch (const HostStopped&) {
+          EXPECT_TRUE(host.says && !*host.says) << what << ": the host's error";
+        }
+        EXPECT_GE(most, 2) << what << ": the call must split into tasks";
+      }
+      EXPECT_TRUE(world.inputs() == inputs) << world.name(s) << " " << maskattn::kernel_name(kernel) << ": an input or a cache was written";
+    }
+}
+
 }  // namespace
