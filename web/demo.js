@@ -505,6 +505,7 @@ async function main() {
   perfUi = setupPerf({
     root: $('perf'), preset: $('perf-preset'), causal: $('perf-causal'), run: $('perf-run'), stop: $('perf-stop'),
     progress: $('perf-progress'), status: $('perf-status'), table: $('perf-table'), summary: $('perf-summary'),
+    decode: $('perf-decode'), decodeSummary: $('perf-decode-summary'),
   }, {
     pageShape: () => (problem ? { B: problem.B, H: problem.H, Lq: problem.Lq, Lk: problem.Lk, D: problem.D } : { B: 1, H: 4, Lq: 6, Lk: 6, D: 8 }),
     builds: async () => ({ simd: simdSupported() ? await init({ simd: true }) : null, scalar: await init({ simd: false }) }),

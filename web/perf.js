@@ -1,8 +1,9 @@
 // The speed panel: times the chosen shape with the SIMD128 build (1 thread, and N threads where the
-// page is cross-origin isolated), the scalar build and plain JS, in a Web Worker (progress bar while
-// it runs), and shows the speed-ups.
+// page is cross-origin isolated), the scalar build, onnxruntime-web and plain JS, in a Web Worker
+// (progress bar while it runs), then a decode step of a real model's size per cache dtype; shows each
+// time's median and spread, the core count and threadsUsed, and says plainly who wins and why.
 
-import { runBenchmark } from './perf-core.js';
+import { runBenchmark, runDecodeStep } from './perf-core.js';
 import { full } from './heatmap.js';
 
 export const PRESETS = [
@@ -69,25 +70,64 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     }
   };
 
-  const show = (result, backend) => {
+  const range = (r) => `${fmtMs(r.medianMs)} ms (${fmtMs(r.minMs)}–${fmtMs(r.maxMs)})`;
+  // Spread: a wide one (the slowest run several times the fastest) says the machine was busy.
+  const busy = (r) => r.maxMs > 3 * r.minMs;
+
+  /** The verdicts, said plainly: who wins, and why when it is not the one expected. */
+  function verdicts(result, backend, cores) {
+    const { results } = result;
+    const by = (id) => results.find((r) => r.id === id);
+    const [simd, threads, scalar, ort, js] = ['simd', 'threads', 'scalar', 'ort', 'js'].map(by);
+    const best = simd ?? scalar;
+    const mflop = result.flops / 1e6;
+    const out = [];
+    if (best && js) {
+      if (js.medianMs < best.medianMs)
+        out.push(`Plain JavaScript wins here (${fmtMs(js.medianMs)} ms against ${fmtMs(best.medianMs)} ms): at ${mflop.toFixed(mflop < 1 ? 3 : 1)} MFLOP the work is smaller than a call’s fixed cost ` +
+          '(validating the call, copying Q, K and V into WebAssembly and the output out); maskattn pays off on larger shapes.');
+      else out.push(`${simd ? 'SIMD128' : 'The scalar build'} is ${(js.medianMs / best.medianMs).toFixed(1)}× faster than plain JavaScript` +
+        `${simd && scalar ? ` and ${(scalar.medianMs / simd.medianMs).toFixed(1)}× faster than the scalar build` : ''}.`);
+    }
+    if (simd && threads) {
+      const used = threads.threadsUsed;
+      if (threads.medianMs >= simd.medianMs) {
+        const why = used < threads.threads
+          ? `maskattn used ${used} of its ${threads.threads} threads (threadsUsed), as this shape is too small to share out`
+          : busy(threads) || busy(simd) || (cores ?? 2) <= threads.threads
+            ? `the machine is busy or has few cores (${cores ?? '?'} cores; the runs spread ${fmtMs(threads.minMs)}–${fmtMs(threads.maxMs)} ms): threads wait for a core`
+            : `sharing ${mflop.toFixed(1)} MFLOP between threads costs more than it saves`;
+        out.push(`One thread wins here (${fmtMs(simd.medianMs)} ms against ${fmtMs(threads.medianMs)} ms on ${used} threads): ${why}.`);
+      } else out.push(`${used} threads (threadsUsed) run at ${(simd.medianMs / threads.medianMs).toFixed(2)}× the speed of 1, on ${cores ?? '?'} cores.`);
+    } else if (simd) out.push('One thread only: threads need a cross-origin isolated page (COOP/COEP headers).');
+    if (ort && best) {
+      const ratio = ort.medianMs / best.medianMs;
+      out.push(ratio >= 1 ? `onnxruntime-web’s Attention takes ${ratio.toFixed(1)}× maskattn’s time (1 thread each).`
+        : `onnxruntime-web’s Attention is ${(1 / ratio).toFixed(1)}× faster than maskattn here (1 thread each).`);
+    }
+    if (results.some(busy)) out.push('Some runs took over 3× the fastest: a busy machine; compare the minima.');
+    return out;
+  }
+
+  const show = (result, backend, decodeStep, cores) => {
     const { results } = result;
     const js = results.find((r) => r.id === 'js');
-    const scalar = results.find((r) => r.id === 'scalar');
-    const simd = results.find((r) => r.id === 'simd');
-    const threads = results.find((r) => r.id === 'threads');
     els.table.replaceChildren();
     const maxG = Math.max(...results.map((r) => r.gflops));
     for (const r of results) {
       const tr = document.createElement('tr');
       tr.dataset.impl = r.id;
       tr.dataset.ms = r.medianMs;
+      tr.dataset.min = r.minMs;
+      tr.dataset.max = r.maxMs;
       tr.dataset.gflops = r.gflops;
+      const label = r.id === 'threads' ? `${r.label} (threadsUsed ${r.threadsUsed})` : r.label;
       const cells = [
-        r.label,
-        `${fmtMs(r.medianMs)} ms`,
+        label,
+        range(r),
         `${r.gflops.toFixed(2)}`,
         js && r.medianMs > 0 ? `${(js.medianMs / r.medianMs).toFixed(1)}×` : '–',
-        r.id === 'simd' ? 'reference' : full(r.maxDiff),
+        r.id === results[0].id ? 'reference' : full(r.maxDiff),
       ];
       cells.forEach((text, n) => {
         const td = document.createElement(n === 0 ? 'th' : 'td');
@@ -102,25 +142,43 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
       meter.max = maxG;
       meter.value = r.gflops;
       meter.textContent = `${r.gflops.toFixed(2)} GFLOP/s`;
-      meter.setAttribute('aria-label', `${r.label}: ${r.gflops.toFixed(2)} GFLOP/s`);
+      meter.setAttribute('aria-label', `${label}: ${r.gflops.toFixed(2)} GFLOP/s`);
       bar.append(meter);
       tr.append(bar);
       els.table.append(tr);
     }
-    const parts = [];
-    if (simd && js) parts.push(`SIMD128 is ${(js.medianMs / simd.medianMs).toFixed(1)}× faster than plain JS`);
-    if (simd && scalar) parts.push(`${(scalar.medianMs / simd.medianMs).toFixed(1)}× faster than the scalar build`);
-    if (!simd && scalar && js) parts.push(`the scalar build is ${(js.medianMs / scalar.medianMs).toFixed(1)}× faster than plain JS (this engine has no SIMD128)`);
-    if (simd && threads) parts.push(`${backend.threads} threads run at ${(simd.medianMs / threads.medianMs).toFixed(2)}× the speed of 1`);
-    else if (simd) parts.push(backend.threads > 1 ? '' : 'one thread: threads need a cross-origin isolated page (COOP/COEP headers)');
+    const said = verdicts(result, backend, cores);
     const strong = document.createElement('strong');
-    strong.textContent = `${parts.filter(Boolean).join(', ')}.`;
+    strong.textContent = said.join(' ');
+    const mflop = result.flops / 1e6;
     els.summary.replaceChildren(strong, ` ${describeShape(result.shape)}, ${result.causal ? 'causal' : 'no mask'}, ` +
-      `${(result.flops / 1e6).toFixed(1)} MFLOP per call; the median of repeated runs in a worker ` +
-      `(build ${backend.build}, ${backend.threads} thread${backend.threads > 1 ? 's' : ''}).`);
+      `${mflop.toFixed(mflop < 1 ? 3 : 1)} MFLOP per call; the median, fastest and slowest of ${Math.min(...results.map((r) => r.reps))} or more runs each, in a worker ` +
+      `(build ${backend.build}, up to ${backend.threads} thread${backend.threads > 1 ? 's' : ''}; this machine: ${cores ?? '?'} cores).` +
+      `${result.notes?.length ? ` ${result.notes.join('; ')}.` : ''}`);
+    if (decodeStep) {
+      els.decode.replaceChildren(...decodeStep.rows.map((r) => {
+        const tr = document.createElement('tr');
+        tr.dataset.dtype = r.dtype;
+        tr.dataset.ms = r.medianMs;
+        tr.dataset.bytes = r.bytes;
+        [r.dtype, range(r), `${r.tokensPerSecond.toFixed(r.tokensPerSecond < 10 ? 1 : 0)}`, `${(r.bytes / 1e6).toFixed(1)} MB`].forEach((text, n) => {
+          const td = document.createElement(n === 0 ? 'th' : 'td');
+          if (n === 0) td.scope = 'row';
+          td.textContent = text;
+          tr.append(td);
+        });
+        return tr;
+      }));
+      const f32 = decodeStep.rows.find((r) => r.dtype === 'float32');
+      const fastest = decodeStep.rows.reduce((a, b) => (a.medianMs <= b.medianMs ? a : b));
+      els.decodeSummary.textContent = `${decodeStep.heads} heads × ${decodeStep.keys} keys × ${decodeStep.headDim}, one query per head, ${decodeStep.build} ` +
+        `(up to ${decodeStep.threads} thread${decodeStep.threads > 1 ? 's' : ''}). ` +
+        (f32 && fastest !== f32 ? `A ${fastest.dtype} cache takes ${(f32.bytes / fastest.bytes).toFixed(1)}× less memory than float32 and its step is ${(f32.medianMs / fastest.medianMs).toFixed(1)}× faster: a decode step reads the whole cache, so its bytes set its time. ` : '') +
+        'Tokens per second count this attention alone, one layer; a model runs it once per layer, with its matrix products besides.';
+    }
     els.status.textContent = 'Done.';
     els.root.dataset.state = 'done';
-    onResult?.(result);
+    onResult?.({ ...result, decodeStep, cores, verdicts: said });
   };
 
   const fail = (message) => {
@@ -133,8 +191,10 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
 
   async function runHere(shape, causal) {
     // Fallback when module workers are unavailable: same code on the main thread, yielding between runs.
-    const result = await runBenchmark(await builds(), shape, { causal, budgetMs, onProgress: progress });
-    return { result, backend: (await builds()).simd?.backend ?? (await builds()).scalar.backend };
+    const b = await builds();
+    const result = await runBenchmark(b, shape, { causal, budgetMs, onProgress: (f, label) => progress(f * 0.8, label) });
+    const decodeStep = await runDecodeStep(b.simd ?? b.scalar, { budgetMs, onProgress: (f, label) => progress(0.8 + f * 0.2, label) });
+    return { result, backend: (b.simd ?? b.scalar).backend, decodeStep };
   }
 
   async function start() {
@@ -144,6 +204,14 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     setRunning(true);
     progress(0, 'the SIMD128 build');
     els.summary.textContent = '';
+    els.decodeSummary.textContent = '';
+    const wait = document.createElement('td');
+    wait.colSpan = 4;
+    wait.className = 'empty';
+    wait.textContent = 'Runs after the attention table above.';
+    const waitRow = document.createElement('tr');
+    waitRow.append(wait);
+    els.decode.replaceChildren(waitRow);
     try {
       worker ??= new Worker(new URL('./perf-worker.js', import.meta.url), { type: 'module' });
     } catch {
@@ -151,9 +219,9 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
     }
     if (!worker) {
       try {
-        const { result, backend } = await runHere(shape, causal);
+        const { result, backend, decodeStep } = await runHere(shape, causal);
         setRunning(false);
-        show(result, backend);
+        show(result, backend, decodeStep, navigator.hardwareConcurrency ?? null);
       } catch (error) {
         setRunning(false);
         fail(error.message);
@@ -166,7 +234,7 @@ export function setupPerf(els, { pageShape, builds, onResult, budgetMs = 400 }) 
         if (m.type === 'progress') progress(m.fraction, m.label);
         else {
           setRunning(false);
-          if (m.type === 'done') show(m.result, m.backend);
+          if (m.type === 'done') show(m.result, m.backend, m.decodeStep, m.cores);
           else fail(m.message);
           resolve();
         }

@@ -318,7 +318,7 @@ test('the custom mask toggles a cell by click and by keyboard', async () => {
   assert.deepEqual(problems.slice(before), []);
 });
 
-test('the performance panel times SIMD128 (1 and N threads), scalar and plain JS, with progress', async () => {
+test('the performance panel times SIMD128 (1 and N threads), scalar, onnxruntime-web and plain JS, with progress', async () => {
   const before = problems.length;
   const page = await openDemo();
   // A long run can be stopped.
@@ -333,14 +333,14 @@ test('the performance panel times SIMD128 (1 and N threads), scalar and plain JS
   await page.click('#perf-run');
   await page.waitForSelector('#perf-progress:not([hidden])', { timeout: 5000 });
   assert.equal(await page.isDisabled('#perf-run'), true);
-  await page.waitForSelector('#perf[data-state="done"]', { timeout: 40000 });
+  await page.waitForSelector('#perf[data-state="done"]', { timeout: 120000 });
   assert.equal(await page.isHidden('#perf-progress'), true);
   const rows = await page.$$eval('#perf-table tr', (trs) => trs.map((tr) => ({ id: tr.dataset.impl, ms: Number(tr.dataset.ms), text: tr.textContent })));
   // This page is cross-origin isolated: SIMD128 on 1 thread and on all of them (threaded build).
   const threads = await page.evaluate(() => window.__maskattnDemo.backend.threads);
-  assert.deepEqual(rows.map((r) => r.id), threads > 1 ? ['simd', 'threads', 'scalar', 'js'] : ['simd', 'scalar', 'js']);
+  assert.deepEqual(rows.map((r) => r.id), threads > 1 ? ['simd', 'threads', 'scalar', 'ort', 'js'] : ['simd', 'scalar', 'ort', 'js']);
   for (const r of rows) assert.ok(r.ms > 0 && Number.isFinite(r.ms), `${r.id}: ${r.ms} ms`);
-  assert.match(await page.locator('#perf-summary').textContent(), /SIMD128 is [\d.]+× faster than plain JS, [\d.]+× faster than the scalar build/);
+  assert.match(await page.locator('#perf-summary').textContent(), /SIMD128 is [\d.]+× faster than plain JavaScript and [\d.]+× faster than the scalar build/);
   const result = await page.evaluate(() => window.__maskattnDemo.perf);
   for (const r of result.results) assert.ok(r.maxDiff < 1e-4, `${r.id} agrees with SIMD128 (max diff ${r.maxDiff})`);
   await page.close();
@@ -355,7 +355,7 @@ test('desktop and phone screenshots; no sideways scrolling on a phone', async ()
   if (ready) {
     await page.selectOption('#perf-preset', '1x4x128x64');
     await page.click('#perf-run');
-    await page.waitForSelector('#perf[data-state="done"]', { timeout: 40000 });
+    await page.waitForSelector('#perf[data-state="done"]', { timeout: 120000 });
     const p = await cellPoint(page, 'weights-canvas', 'weights', 3, 2);
     await page.mouse.move(p.x, p.y);
     await page.waitForSelector('#weights-tooltip:not([hidden])');

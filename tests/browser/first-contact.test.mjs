@@ -700,3 +700,56 @@ for (const size of Object.keys(SIZES)) {
     assert.deepEqual(problems.slice(before), []);
   });
 }
+
+for (const size of Object.keys(SIZES)) {
+  test(`${size}: the speed panel shows each time's spread, the cores and threadsUsed, onnxruntime-web beside maskattn, says who wins, and times a real decode step`, async () => {
+    const before = problems.length;
+    const { page, context } = await open(size);
+    await page.locator('#perf').scrollIntoViewIfNeeded();
+    await page.selectOption('#perf-preset', 'page');   // the page's own 1×4×6×8 call: the smallest
+    await page.click('#perf-run');
+    await page.waitForFunction(() => ['done', 'error'].includes(document.getElementById('perf').dataset.state), null, { timeout: 180000 });
+    assert.equal(await page.evaluate(() => document.getElementById('perf').dataset.state), 'done', await page.locator('#perf-status').textContent());
+    const perf = await page.evaluate(() => window.__maskattnDemo.perf);
+    const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+    const by = Object.fromEntries(perf.results.map((r) => [r.id, r]));
+    for (const r of perf.results) {
+      assert.ok(r.minMs <= r.medianMs && r.medianMs <= r.maxMs && r.reps >= 3, `${r.id}: min ${r.minMs} ≤ median ${r.medianMs} ≤ max ${r.maxMs}`);
+      const cell = await page.locator(`#perf-table tr[data-impl="${r.id}"] td`).first().textContent();
+      assert.match(cell, /^[\d.]+ ms \([\d.]+–[\d.]+\)$/, `${r.id}: median (min–max) shown: ${cell}`);
+    }
+    assert.ok(by.ort, 'onnxruntime-web runs on the same shape');
+    assert.ok(by.ort.maxDiff < 1e-5, `onnxruntime-web agrees with maskattn (${by.ort.maxDiff})`);
+    const summary = await page.locator('#perf-summary').textContent();
+    assert.match(summary, new RegExp(`this machine: ${cores} cores`));
+    assert.doesNotMatch(summary, /\b0\.0 MFLOP/, 'a small call\'s work is not rounded to nothing');
+    const best = by.simd ?? by.scalar;
+    if (by.js.medianMs < best.medianMs) assert.match(summary, /Plain JavaScript wins here .*a call’s fixed cost/);
+    else assert.match(summary, /faster than plain JavaScript/);
+    if (by.threads) {
+      assert.match(await page.locator('#perf-table tr[data-impl="threads"] th').textContent(), new RegExp(`threadsUsed ${by.threads.threadsUsed}\\)$`));
+      if (by.threads.medianMs >= by.simd.medianMs) assert.match(summary, /One thread wins here \(.*\): (maskattn used|the machine is busy|sharing)/);
+      else assert.match(summary, /threads \(threadsUsed\) run at [\d.]+× the speed of 1/);
+    }
+    // The decode step: 32 heads × 2048 keys × 128 from float32, q8 and q4 caches.
+    const d = perf.decodeStep;
+    assert.deepEqual(d.rows.map((r) => r.dtype), ['float32', 'q8', 'q4']);
+    assert.equal(d.rows[0].bytes, 32 * 2048 * 128 * 2 * 4, 'a float32 cache holds K and V, 4 bytes each');
+    assert.ok(d.rows[1].bytes < d.rows[0].bytes / 3 && d.rows[2].bytes < d.rows[1].bytes, `q8 and q4 are smaller: ${d.rows.map((r) => r.bytes)}`);
+    for (const r of d.rows) {
+      const cells = await page.locator(`#perf-decode tr[data-dtype="${r.dtype}"] td`).allTextContents();
+      assert.match(cells[0], /^[\d.]+ ms \([\d.]+–[\d.]+\)$/);
+      // Whole tokens per second from 10 up, one decimal below.
+      assert.ok(Math.abs(Number(cells[1]) - 1000 / r.medianMs) <= (1000 / r.medianMs < 10 ? 0.051 : 0.51), `${r.dtype}: ${cells[1]} tokens/s for ${r.medianMs} ms`);
+      assert.equal(cells[2], `${(r.bytes / 1e6).toFixed(1)} MB`);
+    }
+    // Every number of the decode table is in view, on a phone too (no column hidden or pushed out).
+    const clipped = await page.evaluate(() => [...document.querySelectorAll('#perf-decode td, #perf-table td:not(.bar-cell)')].filter((td) => td.offsetParent)
+      .filter((td) => { const r = td.getBoundingClientRect(); const box = td.closest('.table-scroll').getBoundingClientRect(); return r.right > box.right + 1; }).map((td) => td.textContent));
+    assert.deepEqual(clipped, [], 'table cells past the right edge of their box');
+    assert.equal(await page.locator('#perf-decode tr[data-dtype="q4"] td').nth(1).isVisible(), true, 'tokens per second shown');
+    await page.locator('#perf').screenshot({ path: path.join(RESULTS, `first-contact-${size}-speed.png`) });
+    await context.close();
+    assert.deepEqual(problems.slice(before), []);
+  });
+}
