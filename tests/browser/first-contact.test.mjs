@@ -248,6 +248,16 @@ for (const size of Object.keys(SIZES)) {
     const wider = maps.output.width > maps.output.box;
     assert.equal(overflows, wider);
     if (size === 'phone') assert.ok(overflows, 'on a phone the output map scrolls, and says so');
+    if (overflows) {
+      // The "scroll →" tag is drawn under the map (in the box's bottom padding), not over its cells.
+      const r = await page.evaluate(() => {
+        const box = document.querySelector('#fig-output .map-box');
+        const tag = getComputedStyle(box, '::after');
+        return { boxBottom: box.getBoundingClientRect().bottom, tagHeight: parseFloat(tag.height), tagBottom: parseFloat(tag.bottom),
+          canvasBottom: document.getElementById('output-canvas').getBoundingClientRect().bottom };
+      });
+      assert.ok(r.canvasBottom <= r.boxBottom - r.tagBottom - r.tagHeight + 0.5, `the scroll tag (${r.tagHeight}px at the box's bottom ${r.boxBottom}) sits under the map (${r.canvasBottom})`);
+    }
     await page.locator('#fig-output').scrollIntoViewIfNeeded();
     await page.screenshot({ path: path.join(RESULTS, `first-contact-${size}-d32.png`) });
     await context.close();
