@@ -390,7 +390,13 @@ for (const button of document.querySelectorAll('button.preset')) {
       return;
     }
     setExample(preset === 'padding' ? 'batch' : 'window');
-    render();
+    // Drawn now, not at the next frame: the scroll below lands on the callout as it will read.
+    try {
+      render();
+    } catch (error) {
+      console.error('maskattn demo: render failed:', error);
+      showError(error);
+    }
     // Land on the callout that says what to look for, the maps right under it.
     (el.callout.hidden ? $('views') : el.callout).scrollIntoView({ behavior: 'instant', block: 'start' });
   });
