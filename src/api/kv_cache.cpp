@@ -260,6 +260,9 @@ void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
   std::vector<float> scratch;
   if (m.rope) {
     rope.emplace(*m.rope);
+    // (Dynamic and LongRoPE turn the kept rows with the frequencies of the length before keep: the
+    // tree's rows were appended up to it.)
+    rope->set_length(len + m.rope->offset());
     scratch.resize(size_t(m.D()));
   }
   for (size_t k = 0; k < path.size; ++k)

@@ -218,6 +218,9 @@ struct KVCache::Impl {
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
       int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
+      // A length-dependent scaling (dynamic, longrope) rotates an append's keys with the frequencies
+      // of the length the sequence reaches by it, as a model's forward pass over those tokens does.
+      if (rope) rope->set_length(lengths[size_t(b)] + n + rope->offset());
       for (int64_t i = next_kept(b, 0, n); i < n; i = next_kept(b, i + 1, n)) {
         const int64_t pos = lengths[size_t(b)] + i;
         if (rope && i - run >= detail::RopeRotation::kRun) {
@@ -308,7 +311,7 @@ struct KVCache::Impl {
     for (int64_t h = 0; h < cfg.kv_heads; ++h) {
       if (rope) {
         read_row(true, b, h, from, scratch);
-        rope->rotate(scratch, scratch, D());
+        rope->rotate(scratch, scratch, D(), false);  // a turn: the stored row is scaled already
         encode_row(true, scratch, row(true, b, h, to));
       } else {
         std::memmove(row(true, b, h, to), row(true, b, h, from), size_t(k_row_bytes));

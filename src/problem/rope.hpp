@@ -35,6 +35,137 @@ inline double rope_inv_freq(double theta, int64_t i, int64_t dims) {
   return std::pow(theta, -2.0 * double(i) / double(dims));
 }
 
+// Whether a scaling's frequencies follow the sequence's length (dynamic NTK's base, LongRoPE's
+// short/long factors): a cache's appends and attends then pass the length they are at.
+inline bool rope_length_dependent(const Rope& r) {
+  return r.scaling.type == RopeScalingType::dynamic || r.scaling.type == RopeScalingType::longrope;
+}
+
+// YaRN's and LongRoPE's default attention factors (the published definitions).
+inline double yarn_mscale(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
+inline double longrope_attention(double factor, int64_t original) {
+  return factor <= 1 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(original)));
+}
+
+// The frequencies of a validated Rope (dims resolved) for a sequence of `length` positions (offset
+// included), into inv[dims/2], and the factor its rotated pairs are scaled by: Hugging Face's
+// rope_scaling types as the Llama 3.1 release, the YaRN and LongRoPE papers define them, in double.
+// The reference forms them again, independently (reference.cpp).
+inline double rope_scaled_frequencies(const Rope& r, int64_t length, double* inv) {
+  const RopeScaling& s = r.scaling;
+  const int64_t half = r.dims / 2;
+  const double orig = double(s.original_max_positions);
+  double theta = r.theta;
+  if (s.type == RopeScalingType::dynamic && double(length) > orig)  // NTK-aware: a larger base past orig
+    theta *= std::pow(s.factor * double(length) / orig - (s.factor - 1.0), double(r.dims) / double(r.dims - 2));
+  for (int64_t i = 0; i < half; ++i) inv[i] = rope_inv_freq(theta, i, r.dims);
+  switch (s.type) {
+    case RopeScalingType::none:
+    case RopeScalingType::dynamic:
+      return 1.0;
+    case RopeScalingType::linear:
+      for (int64_t i = 0; i < half; ++i) inv[i] /= s.factor;
+      return 1.0;
+    case RopeScalingType::llama3: {
+      // Wavelengths above orig / low are divided by factor, below orig / high kept, ramped between.
+      const double low_wavelen = orig / s.low_freq_factor, high_wavelen = orig / s.high_freq_factor;
+      for (int64_t i = 0; i < half; ++i) {
+        const double wavelen = 2.0 * M_PI / inv[i];
+        if (wavelen > low_wavelen) {
+          inv[i] /= s.factor;
+        } else if (wavelen >= high_wavelen) {
+          const double smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+          inv[i] = (1.0 - smooth) * inv[i] / s.factor + smooth * inv[i];
+        }
+      }
+      return 1.0;
+    }
+    case RopeScalingType::yarn: {
+      // Pairs completing fewer than beta_slow rotations over orig positions interpolate (/ factor),
+      // more than beta_fast extrapolate (kept), linearly between (in pair index, ends rounded out).
+      auto correction_dim = [&](double rotations) {
+        return double(r.dims) * std::log(orig / (rotations * 2.0 * M_PI)) / (2.0 * std::log(theta));
+      };
+      const double lo = std::max(std::floor(correction_dim(s.beta_fast)), 0.0);
+      double hi = std::min(std::ceil(correction_dim(s.beta_slow)), double(r.dims - 1));
+      if (lo == hi) hi += 0.001;
+      for (int64_t i = 0; i < half; ++i) {
+        const double ramp = std::min(std::max((double(i) - lo) / (hi - lo), 0.0), 1.0);
+        const double extrapolation = 1.0 - ramp;
+        inv[i] = inv[i] / s.factor * (1.0 - extrapolation) + inv[i] * extrapolation;
+      }
+      if (s.attention_factor) return *s.attention_factor;
+      if (s.mscale && *s.mscale != 0 && s.mscale_all_dim && *s.mscale_all_dim != 0)
+        return yarn_mscale(s.factor, *s.mscale) / yarn_mscale(s.factor, *s.mscale_all_dim);
+      return yarn_mscale(s.factor, 1.0);
+    }
+    case RopeScalingType::longrope: {
+      const std::vector<double>& ext = double(length) > orig ? s.long_factor : s.short_factor;
+      for (int64_t i = 0; i < half; ++i) inv[i] /= ext[size_t(i)];
+      return s.attention_factor ? *s.attention_factor : longrope_attention(s.factor > 0 ? s.factor : 1.0, s.original_max_positions);
+    }
+    case RopeScalingType::factors:
+      for (int64_t i = 0; i < half; ++i) inv[i] /= s.freq_factors[size_t(i)];
+      return s.attention_factor ? *s.attention_factor : 1.0;
+  }
+  return 1.0;
+}
+
+// Checks r.scaling for a Rope of `dims` rotated dimensions (errors name "<name>.scaling.<field>").
+inline void check_rope_scaling(const Rope& r, int64_t dims, const std::string& name) {
+  const RopeScaling& s = r.scaling;
+  const std::string at = name + ".scaling.";
+  using T = RopeScalingType;
+  auto positive = [&](double x, const char* field) {
+    if (!std::isfinite(x) || !(x > 0)) fail(at + field, cat("must be finite and > 0, given ", x));
+  };
+  auto divisors = [&](const std::vector<double>& v, const char* field) {
+    if (int64_t(v.size()) != dims / 2)
+      fail(at + field, cat("needs one divisor per rotated pair: dims / 2 = ", dims / 2, ", given ", v.size()));
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i]) || !(v[i] > 0)) fail(cat(at, field, "[", i, "]"), cat("must be finite and > 0, given ", v[i]));
+  };
+  switch (s.type) {
+    case T::none:
+      return;
+    case T::linear: case T::dynamic: case T::llama3: case T::yarn:
+      positive(s.factor, "factor");
+      break;
+    case T::longrope:
+      if (s.factor != 0) positive(s.factor, "factor");
+      break;
+    case T::factors:
+      divisors(s.freq_factors, "freq_factors");
+      break;
+    default:
+      fail_type(at + "type", cat("must be none, linear, dynamic, llama3, yarn, longrope or factors, given ", int(s.type)));
+  }
+  const bool needs_original = s.type == T::dynamic || s.type == T::llama3 || s.type == T::yarn || s.type == T::longrope;
+  if (needs_original && (s.original_max_positions < 1 || s.original_max_positions > kMaxRopeOffset))
+    fail(at + "original_max_positions", cat("must be an integer in [1, ", kMaxRopeOffset, "] (the context the model was trained on), given ",
+                                            s.original_max_positions));
+  if (s.type == T::dynamic && dims <= 2)
+    fail(name + ".dims", cat("must be > 2 for dynamic scaling (its base grows as (...)^(dims / (dims - 2))), given ", dims));
+  if (s.type == T::llama3) {
+    positive(s.low_freq_factor, "low_freq_factor");
+    positive(s.high_freq_factor, "high_freq_factor");
+    if (!(s.high_freq_factor > s.low_freq_factor))
+      fail(at + "high_freq_factor", cat("must be > low_freq_factor = ", s.low_freq_factor, ", given ", s.high_freq_factor));
+  }
+  if (s.type == T::yarn) {
+    positive(s.beta_fast, "beta_fast");
+    positive(s.beta_slow, "beta_slow");
+    if (s.mscale && !std::isfinite(*s.mscale)) fail(at + "mscale", cat("must be finite, given ", *s.mscale));
+    if (s.mscale_all_dim && !std::isfinite(*s.mscale_all_dim))
+      fail(at + "mscale_all_dim", cat("must be finite, given ", *s.mscale_all_dim));
+  }
+  if (s.type == T::longrope) {
+    divisors(s.short_factor, "short_factor");
+    divisors(s.long_factor, "long_factor");
+  }
+  if (s.attention_factor) positive(*s.attention_factor, "attention_factor");
+}
+
 // Checks a Rope for head dim D (errors name "<name>.theta", ...) and returns it with dims resolved.
 inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
   if (!std::isfinite(r.theta) || !(r.theta > 0))
@@ -49,6 +180,7 @@ inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
     fail_type(name + ".layout", cat("must be halves or interleaved, given ", int(r.layout)));
   if (r.offset < 0 || r.offset > kMaxRopeOffset)
     fail(name + ".offset", cat("must be an integer in [0, ", kMaxRopeOffset, "], given ", r.offset));
+  check_rope_scaling(r, dims, name);
   // A base below 1 makes inv_freq grow with i, up to theta^(-(dims-2)/dims) at the last pair: for a
   // subnormal or tiny base that or its angles overflow double (from dims 28 on for 5e-324), and
   // even position 0's angle would be 0 x inf = NaN. So the last pair's frequency times 2^32 (every
@@ -63,7 +195,34 @@ inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
                               r.theta));
   Rope out = r;
   out.dims = dims;
+  // The scaled frequencies and attention factor, derived: at a short sequence and, when they follow
+  // the length, at the longest (2^32): every angle finite, the factor finite and > 0.
+  if (r.scaling.type != RopeScalingType::none) {
+    std::vector<double> inv(size_t(dims / 2));
+    for (int64_t length : {int64_t(0), int64_t(kMaxRopePosition)}) {
+      const double af = rope_scaled_frequencies(out, length, inv.data());
+      if (!std::isfinite(af) || !(af > 0))
+        fail(name + ".scaling", cat("gives an attention factor of ", af, " (its fields make the rotated pairs' scale ",
+                                    "non-finite or <= 0; with yarn, check mscale / mscale_all_dim)"));
+      for (size_t i = 0; i < inv.size(); ++i)
+        if (!std::isfinite(inv[i] * kMaxRopePosition) || !(inv[i] >= 0))
+          fail(name + ".scaling", cat("makes pair ", i, "'s frequency ", inv[i], " (times positions up to 2^32) not finite",
+                                      length ? " past original_max_positions" : ""));
+      if (!rope_length_dependent(out)) break;
+    }
+  }
   return out;
+}
+
+// What maskattn::rope_frequencies answers: a Rope checked for D, its frequencies at `length`.
+inline RopeFrequencies checked_rope_frequencies(const Rope& r, int64_t D, int64_t length, const std::string& name) {
+  const Rope c = check_rope(r, D, name);
+  if (length < 0 || double(length) > kMaxRopePosition)
+    fail("length", cat("must be in [0, 2^32] (positions + offset), given ", length));
+  RopeFrequencies f;
+  f.inv_freq.resize(size_t(c.dims / 2));
+  f.attention_factor = rope_scaled_frequencies(c, length, f.inv_freq.data());
+  return f;
 }
 
 // A validated Rope's frequencies, and the rotation of float rows at a position.
@@ -71,7 +230,22 @@ class RopeRotation {
  public:
   explicit RopeRotation(const Rope& r) : rope_(r), half_(r.dims / 2), inv_freq_(size_t(half_)), cos_(size_t(half_)),
                                           sin_(size_t(half_)) {
-    for (int64_t i = 0; i < half_; ++i) inv_freq_[size_t(i)] = rope_inv_freq(r.theta, i, r.dims);
+    scale_ = rope_scaled_frequencies(r, 0, inv_freq_.data());
+  }
+  // The sequence's length (positions + offset) the frequencies are for: dynamic NTK and LongRoPE
+  // change with it (rope_length_dependent); the others ignore it. In place: no allocation, so an
+  // append that prepared its runs cannot fail part-way.
+  void set_length(int64_t length) {
+    if (!rope_length_dependent(rope_) || length == length_) return;
+    length_ = length;
+    scale_ = rope_scaled_frequencies(rope_, length, inv_freq_.data());
+    pos_ = INT64_MIN;
+    for (int64_t k = 0; k < steps_; ++k)
+      for (int64_t i = 0; i < half_; ++i) {
+        const double a = double(k) * inv_freq_[size_t(i)];
+        step_cos_[size_t(k * half_ + i)] = std::cos(a);
+        step_sin_[size_t(k * half_ + i)] = std::sin(a);
+      }
   }
   // cos and sin of every pair's angle at position pos (offset not included).
   void at(int64_t pos) {
@@ -151,16 +325,19 @@ class RopeRotation {
       sin_[i] = std::sin(a);
     }
   }
-  // out = the row rotated at the last at() position; D - dims trailing elements copied. out may be in.
-  void rotate(const float* in, float* out, int64_t D) const {
+  // out = the row rotated at the last at() position, its rotated pairs times the scaling's attention
+  // factor (scaled = false: a turn alone, for rows stored rotated already); D - dims trailing
+  // elements copied unscaled. out may be in.
+  void rotate(const float* in, float* out, int64_t D, bool scaled = true) const {
     const int64_t dims = rope_.dims;
     const double* c = cos_.data();
     const double* s = sin_.data();
+    const double a = scaled ? scale_ : 1.0;  // (x 1.0 is exact: unscaled Ropes round as before)
     if (rope_.layout == RopeLayout::interleaved) {
       for (int64_t i = 0; i < half_; ++i) {
         const double x = in[2 * i], y = in[2 * i + 1];
-        out[2 * i] = float(x * c[i] - y * s[i]);
-        out[2 * i + 1] = float(x * s[i] + y * c[i]);
+        out[2 * i] = float((x * c[i] - y * s[i]) * a);
+        out[2 * i + 1] = float((x * s[i] + y * c[i]) * a);
       }
     } else {  // halves: two contiguous runs, which the compiler vectorizes
       const float* xs = in;
@@ -169,8 +346,8 @@ class RopeRotation {
       float* oy = out + half_;
       for (int64_t i = 0; i < half_; ++i) {
         const double x = xs[i], y = ys[i];
-        ox[i] = float(x * c[i] - y * s[i]);
-        oy[i] = float(x * s[i] + y * c[i]);
+        ox[i] = float((x * c[i] - y * s[i]) * a);
+        oy[i] = float((x * s[i] + y * c[i]) * a);
       }
     }
     if (out != in)
@@ -180,7 +357,7 @@ class RopeRotation {
   // Takes o's angles if o is at a position (same Rope): a cache keeps the last appended key's, so a
   // decode step's query, which sits at that position, costs no cos/sin. No allocation.
   void adopt_position(const RopeRotation& o) {
-    if (o.pos_ == INT64_MIN || o.half_ != half_) return;
+    if (o.pos_ == INT64_MIN || o.half_ != half_ || o.length_ != length_) return;
     pos_ = o.pos_;
     std::copy(o.cos_.begin(), o.cos_.end(), cos_.begin());
     std::copy(o.sin_.begin(), o.sin_.end(), sin_.begin());
@@ -189,6 +366,8 @@ class RopeRotation {
  private:
   Rope rope_;
   int64_t half_;
+  double scale_ = 1.0;     // the scaling's attention factor
+  int64_t length_ = 0;     // the length the frequencies are for (set_length)
   std::vector<double> inv_freq_, cos_, sin_;
   std::vector<double> run_cos_, run_sin_, step_cos_, step_sin_;  // start_run / step_run
   std::vector<int64_t> exact_;                                    // the run's frequencies formed at each position
@@ -206,12 +385,14 @@ void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t 
                int64_t L, int64_t D, First first, float* dst, const RopeRotation* proto = nullptr) {
   RopeRotation rot = proto ? *proto : RopeRotation(r);
   if (L > 1) rot.prepare_runs(L);  // one position per sequence (a decode step) needs no step table
-  for (int64_t b = 0; b < B; ++b)
+  for (int64_t b = 0; b < B; ++b) {
+    rot.set_length(first(b) + L + r.offset);  // the sequence's length: its last row's position + 1
     for (int64_t l = 0; l < L; ++l) {
       if (l % RopeRotation::kRun == 0) rot.start_run(first(b) + l + r.offset);
       else rot.step_run(l % RopeRotation::kRun);
       for (int64_t h = 0; h < H; ++h) rot.rotate(src + b * sb + h * sh + l * sl, dst + ((b * H + h) * L + l) * D, D);
     }
+  }
 }
 
 // Before the kernels run: Q (and K when p.rope_keys) replaced by rotated contiguous copies held in

@@ -470,4 +470,8 @@ namespace maskattn {
 int64_t max_buffer_bytes() noexcept { return detail::kMaxBytes; }
 int64_t max_sequence_length() noexcept { return detail::kMaxSequenceLength; }
 int64_t max_ring_length() noexcept { return kMaxRingLength; }
+RopeFrequencies rope_frequencies(const Rope& rope, int64_t head_dim, int64_t length) {
+  if (head_dim < 0) detail::fail("head_dim", detail::cat("must be >= 0, given ", head_dim));
+  return detail::checked_rope_frequencies(rope, head_dim, length, "rope");
+}
 }  // namespace maskattn

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "problem/problem.hpp"
 #include "maskattn/reference.hpp"
@@ -39,18 +40,96 @@ bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) 
   return true;
 }
 
+// RoPE's frequencies straight from the published definitions of each scaling (Hugging Face's
+// rope_scaling types: the Llama 3.1 release, the YaRN and LongRoPE papers), written again here,
+// independently of problem/rope.hpp, for a sequence of `length` positions (+ offset).
+struct Frequencies {
+  std::vector<double> inv;  // pair i turns by (pos + offset) · inv[i]
+  double attention = 1;     // the rotated pairs' scale
+};
+Frequencies frequencies(const Rope& r, int64_t length) {
+  const RopeScaling& s = r.scaling;
+  const int64_t pairs = r.dims / 2;
+  const double orig = double(s.original_max_positions), pi = std::acos(-1.0);
+  Frequencies f;
+  double base = r.theta;
+  if (s.type == RopeScalingType::dynamic) {  // the base as of max(length, orig) positions
+    const double L = std::max(double(length), orig);
+    base *= std::pow(s.factor * L / orig - (s.factor - 1), double(r.dims) / double(r.dims - 2));
+  }
+  // theta^(-2i/dims) as the definition writes it: for a base below 1 and angles of 2^31 positions,
+  // any other rounding of the power moves an angle by whole turns.
+  for (int64_t i = 0; i < pairs; ++i) f.inv.push_back(std::pow(base, -double(2 * i) / double(r.dims)));
+  auto mscale = [](double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  // YaRN's ramp in pair index: from where a frequency completes beta_fast turns over orig positions
+  // (rounded down) to where it completes beta_slow (rounded up).
+  auto dim_at = [&](double rotations) { return r.dims * std::log(orig / (rotations * 2 * pi)) / (2 * std::log(base)); };
+  double yarn_low = 0, yarn_high = 1;
+  if (s.type == RopeScalingType::yarn) {
+    yarn_low = std::max(0.0, std::floor(dim_at(s.beta_fast)));
+    yarn_high = std::min(double(r.dims - 1), std::ceil(dim_at(s.beta_slow)));
+    if (yarn_high == yarn_low) yarn_high += 0.001;  // the published ramp's guard against 0 / 0
+  }
+  for (int64_t i = 0; i < pairs; ++i) {
+    double& x = f.inv[size_t(i)];
+    switch (s.type) {
+      case RopeScalingType::linear:
+        x = x / s.factor;
+        break;
+      case RopeScalingType::llama3: {
+        const double wavelen = 2 * pi / x;
+        if (wavelen < orig / s.high_freq_factor) break;  // high frequency: kept
+        if (wavelen > orig / s.low_freq_factor) {         // low frequency: interpolated
+          x = x / s.factor;
+          break;
+        }
+        const double smooth = (orig / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        x = (1 - smooth) * x / s.factor + smooth * x;
+        break;
+      }
+      case RopeScalingType::yarn: {
+        const double ramp = std::clamp((double(i) - yarn_low) / (yarn_high - yarn_low), 0.0, 1.0);
+        x = (x / s.factor) * ramp + x * (1 - ramp);  // interpolated by ramp, extrapolated by 1 - ramp
+        break;
+      }
+      case RopeScalingType::longrope:
+        x = x / (double(length) > orig ? s.long_factor : s.short_factor)[size_t(i)];
+        break;
+      case RopeScalingType::factors:
+        x = x / s.freq_factors[size_t(i)];
+        break;
+      default:
+        break;
+    }
+  }
+  if (s.type == RopeScalingType::yarn) {
+    if (s.attention_factor) f.attention = *s.attention_factor;
+    else if (s.mscale.value_or(0) != 0 && s.mscale_all_dim.value_or(0) != 0)
+      f.attention = mscale(s.factor, *s.mscale) / mscale(s.factor, *s.mscale_all_dim);
+    else f.attention = mscale(s.factor, 1);
+  } else if (s.type == RopeScalingType::longrope) {
+    const double factor = s.factor > 0 ? s.factor : 1;
+    f.attention = s.attention_factor ? *s.attention_factor
+                  : factor <= 1      ? 1.0
+                                     : std::sqrt(1 + std::log(factor) / std::log(orig));
+  } else if (s.type == RopeScalingType::factors && s.attention_factor) {
+    f.attention = *s.attention_factor;
+  }
+  return f;
+}
+
 // RoPE straight from its definition: pair i = (x, y) of a row at position pos becomes
-// (x cos a - y sin a, x sin a + y cos a), a = (pos + offset) · theta^(-2i/dims), in double.
-void rope_row(const Rope& r, int64_t pos, const float* in, int64_t D, double* out) {
+// (x cos a - y sin a, x sin a + y cos a) · attention, a = (pos + offset) · inv[i], in double.
+void rope_row(const Rope& r, const Frequencies& f, int64_t pos, const float* in, int64_t D, double* out) {
   for (int64_t d = 0; d < D; ++d) out[d] = in[d];
   const int64_t pairs = r.dims / 2;
   for (int64_t i = 0; i < pairs; ++i) {
-    const double a = double(pos + r.offset) * std::pow(r.theta, -double(2 * i) / double(r.dims));
+    const double a = double(pos + r.offset) * f.inv[size_t(i)];
     const int64_t xi = r.layout == RopeLayout::interleaved ? 2 * i : i;
     const int64_t yi = r.layout == RopeLayout::interleaved ? 2 * i + 1 : i + pairs;
     const double x = in[xi], y = in[yi];
-    out[xi] = x * std::cos(a) - y * std::sin(a);
-    out[yi] = x * std::sin(a) + y * std::cos(a);
+    out[xi] = (x * std::cos(a) - y * std::sin(a)) * f.attention;
+    out[yi] = (x * std::sin(a) + y * std::cos(a)) * f.attention;
   }
 }
 
@@ -74,18 +153,23 @@ void compute(const Problem& p, ReferenceResult& res) {
   // in double, [B, H, L, D]. In fp32 each rotated value is rounded to float once (as the kernels get it).
   std::vector<double> q_rope, k_rope;
   if (p.rope && p.D > 0) {
+    // The sequence's length (its last position + 1, offset included) picks a length-dependent
+    // scaling's frequencies: every query row of sequence b and, in attention(), every key.
     q_rope.resize(size_t(p.B * p.Hq * p.Lq * p.D));
-    for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t b = 0; b < p.B; ++b) {
+      const Frequencies f = frequencies(*p.rope, p.rope_q_position(b, p.Lq - 1) + 1 + p.rope->offset);
       for (int64_t h = 0; h < p.Hq; ++h)
         for (int64_t i = 0; i < p.Lq; ++i)
-          rope_row(*p.rope, p.rope_q_position(b, i), p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l, p.D,
+          rope_row(*p.rope, f, p.rope_q_position(b, i), p.q + b * p.qs.b + h * p.qs.h + i * p.qs.l, p.D,
                    q_rope.data() + ((b * p.Hq + h) * p.Lq + i) * p.D);
+    }
     if (p.rope_keys) {
+      const Frequencies f = frequencies(*p.rope, p.Lk + p.rope->offset);
       k_rope.resize(size_t(p.B * p.Hkv * p.Lk * p.D));
       for (int64_t b = 0; b < p.B; ++b)
         for (int64_t h = 0; h < p.Hkv; ++h)
           for (int64_t j = 0; j < p.Lk; ++j)
-            rope_row(*p.rope, j, pk + b * ks.b + h * ks.h + j * ks.l, p.D,
+            rope_row(*p.rope, f, j, pk + b * ks.b + h * ks.h + j * ks.l, p.D,
                      k_rope.data() + ((b * p.Hkv + h) * p.Lk + j) * p.D);
     }
   }

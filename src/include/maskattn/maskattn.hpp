@@ -206,12 +206,45 @@ enum class RopeLayout {
   halves,       // pairs (i, i + dims/2): GPT-NeoX, Llama
   interleaved,  // pairs (2i, 2i + 1): GPT-J
 };
+// RoPE scaling as a model's config.json states it (its `rope_scaling` block), with the defaults
+// and derived values of the published definitions (docs/semantics.md, "RoPE scaling"). Each changes
+// the frequencies inv_freq[i] (i < dims/2) and may scale the rotated pairs by an attention factor.
+enum class RopeScalingType {
+  none,
+  linear,    // inv_freq / factor (positions interpolated)
+  dynamic,   // NTK-aware: the base grows once the sequence passes original_max_positions
+  llama3,    // Llama 3.1/3.2: low frequencies / factor, high ones kept, a smooth ramp between
+  yarn,      // YaRN (Qwen2.5, DeepSeek): a ramp between interpolation and extrapolation, and an
+             // attention factor (0.1 ln(factor) + 1 by default)
+  longrope,  // Phi-3 LongRoPE: one divisor per pair, short_factor or (past original_max_positions) long_factor
+  factors,   // the general form: one divisor per pair (ggml's freq_factors)
+};
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::none;
+  double factor = 0;                   // linear, dynamic, llama3, yarn: > 0; longrope: max / original positions (0 = 1)
+  int64_t original_max_positions = 0;  // dynamic, llama3, yarn, longrope: > 0
+  double low_freq_factor = 0, high_freq_factor = 0;  // llama3: 0 < low < high
+  double beta_fast = 32, beta_slow = 1;              // yarn: the ramp's ends, in rotations
+  std::optional<double> mscale, mscale_all_dim;      // yarn: the attention factor's DeepSeek form
+  std::optional<double> attention_factor;            // yarn, longrope, factors: replaces the derived one
+  std::vector<double> short_factor, long_factor;     // longrope: dims/2 divisors each
+  std::vector<double> freq_factors;                  // factors: dims/2 divisors
+};
 struct Rope {
   double theta = 10000;  // the base: finite and > 0 (10000 in Llama 2, 500000 in Llama 3)
   int64_t dims = 0;      // rotated leading dimensions: even, <= D; 0 = all of D
   RopeLayout layout = RopeLayout::halves;
   int64_t offset = 0;    // added to every position: an integer in [0, 2^31 - 1]
+  RopeScaling scaling;   // none by default
 };
+// The frequencies a Rope turns pair i (< dims/2) by and the factor its rotated pairs are scaled by,
+// for a head dim D and a sequence `length` (positions + offset seen so far: dynamic and longrope
+// depend on it). ArgumentError (naming "rope....") if the Rope is not valid for D.
+struct RopeFrequencies {
+  std::vector<double> inv_freq;
+  double attention_factor = 1;
+};
+RopeFrequencies rope_frequencies(const Rope& rope, int64_t head_dim, int64_t length);
 
 // Tile counters of the fused kernel (one tile = a block of query rows x a block of keys).
 struct Stats {
