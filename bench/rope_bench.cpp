@@ -4,7 +4,9 @@
 // Lq x Hq query rows (Hq x D work); the keys were rotated when appended. Also one step of "append
 // one token, then attend", where the append rotates Hkv key rows. Then attention() with and without
 // rope, where each call rotates copies of Q and K: a decode call over 4096 keys and a 1024 x 1024
-// prefill (GQA 32/8, D 128, causal).
+// prefill (GQA 32/8, D 128, causal). Last, appends alone per dtype: a prompt of 512 tokens and
+// single tokens into 8 KV heads of 128, without rope, with rope and with llama3 scaling (each key
+// row rotated, converted and written in one pass), in microseconds per token.
 //
 //   maskattn_rope_bench [--reps N] [--threads N]
 #include <algorithm>
@@ -109,6 +111,48 @@ int main(int argc, char** argv) {
       std::printf("%-22s %-4s %12.4f %12.4f %8.3f %16.4f %16.4f %8.3f\n", s.name, maskattn::kv_type_name(t), ma0, ma1,
                   ma1 / ma0, ms0, ms1, ms1 / ms0);
     }
+  std::printf("\nappend alone (8 KV heads x 128), median us per token: none / rope / rope + llama3 scaling\n");
+  {
+    const int Hkv = 8, D = 128, T = 512;
+    std::vector<float> k(size_t(Hkv) * T * D), v(k.size());
+    for (float& x : k) x = normal(gen);
+    for (float& x : v) x = normal(gen);
+    maskattn::Rope llama3{500000, 0, maskattn::RopeLayout::halves, 0, {}};
+    llama3.scaling.type = maskattn::RopeScalingType::llama3;
+    llama3.scaling.factor = 8;
+    llama3.scaling.low_freq_factor = 1;
+    llama3.scaling.high_freq_factor = 4;
+    llama3.scaling.original_max_positions = 8192;
+    const maskattn::KVType all[] = {maskattn::KVType::f32, maskattn::KVType::f16, maskattn::KVType::bf16,
+                                    maskattn::KVType::q8, maskattn::KVType::q4};
+    for (maskattn::KVType t : all)
+      for (const int n : {T, 1}) {
+        std::vector<maskattn::KVCache> caches;
+        for (int variant = 0; variant < 3; ++variant) {
+          maskattn::KVCacheConfig cfg;
+          cfg.kv_heads = Hkv;
+          cfg.capacity = 64 * T;
+          cfg.head_dim = D;
+          cfg.dtype = t;
+          if (variant == 1) cfg.rope = maskattn::Rope{500000, 0, maskattn::RopeLayout::halves, 0, {}};
+          if (variant == 2) cfg.rope = llama3;
+          caches.emplace_back(cfg);
+        }
+        std::vector<double> times[3];
+        const int rounds = n == 1 ? 32 * reps : std::max(8, reps / 2);
+        for (int r = 0; r < rounds; ++r)
+          for (int variant = 0; variant < 3; ++variant) {
+            maskattn::KVCache& c = caches[size_t((variant + r) % 3)];  // rotating order
+            if (c.lengths()[0] + n > c.config().capacity) c.reset();
+            const double t0 = now();
+            c.append(maskattn::bhld(k.data(), 1, Hkv, n, D), maskattn::bhld(v.data(), 1, Hkv, n, D));
+            times[(variant + r) % 3].push_back((now() - t0) / n);
+          }
+        std::printf("  %-4s %4d token%s: %8.3f %8.3f %8.3f  (rope %.2fx, scaled %.2fx)\n", maskattn::kv_type_name(t), n,
+                    n == 1 ? " " : "s", median(times[0]) * 1e6, median(times[1]) * 1e6, median(times[2]) * 1e6,
+                    median(times[1]) / median(times[0]), median(times[2]) / median(times[0]));
+      }
+  }
   std::printf("\nattention() (rotated copies of Q and K per call), median ms per call\n");
   for (const int Lq : {1, 1024}) {
     const int Hq = 32, Hkv = 8, Lk = Lq == 1 ? 4096 : 1024, D = 128;

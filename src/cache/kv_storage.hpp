@@ -210,25 +210,18 @@ struct KVCache::Impl {
   void write(const TensorView<const In>& src, bool key, const std::vector<int32_t>& take) {
     const int64_t width = key ? D() : Dv();
     std::vector<float> scratch(static_cast<size_t>(width));
-    std::optional<detail::RopeRotation> rope;
-    if (key && this->rope) {
-      rope.emplace(*this->rope);
-      rope->prepare_runs(*std::max_element(take.begin(), take.end()));  // allocations before any write
-    }
+    // The cache's own rotation, whose run carries over from one append to the next: token-by-token
+    // appends step its angles instead of taking a cos and a sin per pair (RopeRotation::at_in_run).
+    detail::RopeRotation* rope = key && this->rope ? &*this->rope : nullptr;
+    if (rope) rope->prepare_runs(detail::RopeRotation::kRun);  // allocations (the first time) before any write
     for (int64_t b = 0; b < cfg.batch; ++b) {
       const int64_t n = take[size_t(b)];
-      int64_t run = -detail::RopeRotation::kRun;  // the first position of the current run of angles
       // A length-dependent scaling (dynamic, longrope) rotates an append's keys with the frequencies
       // of the length the sequence reaches by it, as a model's forward pass over those tokens does.
       if (rope) rope->set_length(lengths[size_t(b)] + n + rope->offset());
       for (int64_t i = next_kept(b, 0, n); i < n; i = next_kept(b, i + 1, n)) {
         const int64_t pos = lengths[size_t(b)] + i;
-        if (rope && i - run >= detail::RopeRotation::kRun) {
-          run = i;
-          rope->start_run(pos + rope->offset());
-        } else if (rope) {
-          rope->step_run(i - run);
-        }
+        if (rope) rope->at_in_run(pos + rope->offset());
         for (int64_t h = 0; h < cfg.kv_heads; ++h) {
           const In* from = src.data + b * src.strides[0] + h * src.strides[1] + i * src.strides[2];
           uint8_t* to = row(key, b, h, pos);
@@ -246,7 +239,6 @@ struct KVCache::Impl {
         }
       }
     }
-    if (rope) this->rope->adopt_position(*rope);  // the newest key's angles, for the next attend's query
   }
 
   // Where each position's rows live, their dtypes, what each sequence holds and the keys' RoPE, as

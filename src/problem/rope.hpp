@@ -232,6 +232,10 @@ class RopeRotation {
                                           sin_(size_t(half_)) {
     scale_ = rope_scaled_frequencies(r, 0, inv_freq_.data());
   }
+  // A rotation with given frequencies (without_runs).
+  RopeRotation(const Rope& r, const std::vector<double>& inv_freq, double scale, int64_t length)
+      : rope_(r), half_(r.dims / 2), scale_(scale), length_(length), inv_freq_(inv_freq), cos_(size_t(half_)),
+        sin_(size_t(half_)) {}
   // The sequence's length (positions + offset) the frequencies are for: dynamic NTK and LongRoPE
   // change with it (rope_length_dependent); the others ignore it. In place: no allocation, so an
   // append that prepared its runs cannot fail part-way.
@@ -240,6 +244,7 @@ class RopeRotation {
     length_ = length;
     scale_ = rope_scaled_frequencies(rope_, length, inv_freq_.data());
     pos_ = INT64_MIN;
+    run_valid_ = false;  // its start's angles were of the old frequencies
     for (int64_t k = 0; k < steps_; ++k)
       for (int64_t i = 0; i < half_; ++i) {
         const double a = double(k) * inv_freq_[size_t(i)];
@@ -282,6 +287,7 @@ class RopeRotation {
   static constexpr double kExactAngle = 16777216.0;  // 2^24
   void start_run(int64_t pos) {
     at(pos);
+    run_valid_ = true;
     run_cos_ = cos_;  // no allocation once prepare_runs() sized them
     run_sin_ = sin_;
     run_pos_ = pos;
@@ -310,7 +316,7 @@ class RopeRotation {
     steps_ = steps;
   }
   void step_run(int64_t r) {  // r < the steps prepared
-    pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position
+    pos_ = INT64_MIN;  // cos_ and sin_ no longer hold at()'s position (at_in_run records its own)
     const double* dc = step_cos_.data() + r * half_;
     const double* ds = step_sin_.data() + r * half_;
     for (int64_t i = 0; i < half_; ++i) {
@@ -325,6 +331,29 @@ class RopeRotation {
       sin_[i] = std::sin(a);
     }
   }
+  // The angles at position pos for rows written one position after another (a cache's appends,
+  // token by token): stepped from the current run's exact start while pos is within its table,
+  // else a new run starting exactly at pos, so a token costs a few multiplies per pair instead of a
+  // cos and a sin (the same 1.5-ulp rule as runs). Needs prepare_runs(kRun) once; no allocation.
+  void at_in_run(int64_t pos) {
+    if (pos == pos_) return;
+    if (run_valid_ && pos > run_pos_ && pos - run_pos_ < steps_) {
+      step_run(pos - run_pos_);
+      pos_ = pos;  // (stepped angles: a query at this position, in attend, takes them as they are)
+    } else {
+      start_run(pos);
+    }
+  }
+  // A copy with the frequencies and the current angles but not the run tables (a query's rotation
+  // in attend: a position or two, no tables to copy).
+  RopeRotation without_runs() const {
+    RopeRotation r(rope_, inv_freq_, scale_, length_);
+    r.cos_ = cos_;
+    r.sin_ = sin_;
+    r.pos_ = pos_;
+    return r;
+  }
+
   // out = the row rotated at the last at() position, its rotated pairs times the scaling's attention
   // factor (scaled = false: a turn alone, for rows stored rotated already); D - dims trailing
   // elements copied unscaled. out may be in.
@@ -354,14 +383,6 @@ class RopeRotation {
       for (int64_t d = dims; d < D; ++d) out[d] = in[d];
   }
   int64_t offset() const { return rope_.offset; }
-  // Takes o's angles if o is at a position (same Rope): a cache keeps the last appended key's, so a
-  // decode step's query, which sits at that position, costs no cos/sin. No allocation.
-  void adopt_position(const RopeRotation& o) {
-    if (o.pos_ == INT64_MIN || o.half_ != half_ || o.length_ != length_) return;
-    pos_ = o.pos_;
-    std::copy(o.cos_.begin(), o.cos_.end(), cos_.begin());
-    std::copy(o.sin_.begin(), o.sin_.end(), sin_.begin());
-  }
 
  private:
   Rope rope_;
@@ -372,6 +393,7 @@ class RopeRotation {
   std::vector<double> run_cos_, run_sin_, step_cos_, step_sin_;  // start_run / step_run
   std::vector<int64_t> exact_;                                    // the run's frequencies formed at each position
   int64_t n_exact_ = 0, run_pos_ = 0;
+  bool run_valid_ = false;  // run_pos_'s angles are in run_cos_ / run_sin_
   int64_t steps_ = 0;                                             // rows of the step table
   int64_t pos_ = INT64_MIN;
 };
@@ -383,7 +405,7 @@ class RopeRotation {
 template <class First>
 void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t sl, int64_t B, int64_t H,
                int64_t L, int64_t D, First first, float* dst, const RopeRotation* proto = nullptr) {
-  RopeRotation rot = proto ? *proto : RopeRotation(r);
+  RopeRotation rot = proto ? proto->without_runs() : RopeRotation(r);
   if (L > 1) rot.prepare_runs(L);  // one position per sequence (a decode step) needs no step table
   for (int64_t b = 0; b < B; ++b) {
     rot.set_length(first(b) + L + r.offset);  // the sequence's length: its last row's position + 1
