@@ -9,6 +9,8 @@
 //   - KV caches (rings with sink tokens, paged): appends (ragged counts), truncates, resets, forks,
 //     keeps of tree paths and attends (learned sinks, trees) against a shadow copy of what each
 //     sequence holds; refused calls change nothing;
+//   - RoPE (a base from 10^300 down to the smallest subnormal, offsets up to 2^31 - 1) on attention
+//     problems and caches: fused rotation against the reference's own;
 //   - merge_attention against its formula in double, including -inf and NaN lse and mismatches;
 //   - on the bytes a case leaves: merges with no rows, quantized appends at float's limits.
 // A finding aborts with a message (libFuzzer then saves the input). Build and run:
@@ -156,6 +158,28 @@ float special(FuzzedDataProvider& in) {
   return values[in.ConsumeIntegralInRange<size_t>(0, sizeof values / sizeof values[0] - 1)];
 }
 
+// RoPE for head dim D (>= 2): a base from a table reaching a subnormal one (at these dims accepted,
+// its angles up to about 10^305 radians, which the kernels must form as the reference does), dims
+// all of D or an even part, either layout, offsets up to the largest (angles past 2^24).
+maskattn::Rope fuzz_rope(FuzzedDataProvider& in, int64_t D) {
+  static const double thetas[] = {10000.0, 500000.0, 2.0, 1.0, 0.5, 1e-30, 1e-299, 5e-324, 1e300,
+                                  std::numeric_limits<double>::max()};
+  static const int64_t offsets[] = {0, 1, 1000, (int64_t(1) << 24) - 3, (int64_t(1) << 31) - 1};
+  maskattn::Rope r;
+  r.theta = in.PickValueInArray(thetas);
+  r.dims = D % 2 == 0 && in.ConsumeBool() ? 0 : 2 * in.ConsumeIntegralInRange<int64_t>(1, D / 2);
+  r.layout = in.ConsumeBool() ? maskattn::RopeLayout::interleaved : maskattn::RopeLayout::halves;
+  r.offset = in.PickValueInArray(offsets);
+  return r;
+}
+std::string rope_name(const std::optional<maskattn::Rope>& r) {
+  if (!r) return "";
+  char text[128];
+  std::snprintf(text, sizeof text, " rope(theta=%.17g dims=%lld %s offset=%lld)", r->theta, (long long)r->dims,
+                r->layout == maskattn::RopeLayout::interleaved ? "interleaved" : "halves", (long long)r->offset);
+  return text;
+}
+
 Problem build_problem(FuzzedDataProvider& in) {
   Problem p;
   AttentionCase& c = p.c;
@@ -257,6 +281,9 @@ Problem build_problem(FuzzedDataProvider& in) {
     c.scale = in.PickValueInArray(scales);
     if (std::fabs(*c.scale) > 1.0f) c.unit_scale = false;
   }
+  // (Not with infinities in q or k: a rotation mixes them into inf - inf, where the reference's
+  // rotation and the yardstick's may round a vanishing cos differently.)
+  if (in.ConsumeBool() && c.D >= 2 && !p.inf_in_qk) c.rope = fuzz_rope(in, c.D);
   c.policy = in.PickValueInArray({maskattn::FullyMasked::zero, maskattn::FullyMasked::nan, maskattn::FullyMasked::uniform});
   const Target target = targets()[in.ConsumeIntegralInRange<size_t>(0, targets().size() - 1)];
   const Kernel kernel = in.PickValueInArray(maskattn::kKernels);
@@ -277,8 +304,8 @@ Problem build_problem(FuzzedDataProvider& in) {
                 !c.query_segments.empty(), c.allowed.data.size(), c.bias.data.size(), c.alibi.size(), double(o.softcap),
                 o.scale ? double(*o.scale) : -999.0, int(o.fully_masked), maskattn::target_name(o.target),
                 maskattn::kernel_name(o.kernel), o.threads);
-  g_case = text;
-  if (std::getenv("MASKATTN_FUZZ_PRINT")) std::fprintf(stderr, "case: %s\n", text);  // replaying a finding
+  g_case = text + rope_name(c.rope);
+  if (std::getenv("MASKATTN_FUZZ_PRINT")) std::fprintf(stderr, "case: %s\n", g_case.c_str());  // replaying a finding
   return p;
 }
 
@@ -404,7 +431,7 @@ void attention_case(FuzzedDataProvider& in) {
 // ---------------------------------------------------------------------------------------------
 void hostile_case(FuzzedDataProvider& in) {
   Problem p = build_problem(in);
-  const int mistake = in.ConsumeIntegralInRange<int>(0, 31);
+  const int mistake = in.ConsumeIntegralInRange<int>(0, 32);
   const int64_t x = in.ConsumeIntegral<int64_t>();
   const int dim = in.ConsumeIntegralInRange<int>(0, 3);
   ConstTensor q = p.in.q.cview(), k = p.in.k.cview(), v = p.in.v.cview();
@@ -468,6 +495,17 @@ void hostile_case(FuzzedDataProvider& in) {
       break;
     case 29: t.shape[dim] = int64_t(1) << (31 + (x & 31)); must_fail = false; break;   // >= 2^31
     case 30: for (int d = 0; d < 4; ++d) t.shape[d] = int64_t(1) << (16 + (x >> (d * 4) & 15)); must_fail = false; break;
+    case 32:  // RoPE with any fields (any double for the base): the library decides; what it accepts must be right
+      if (!p.inf_in_qk) {
+        const uint64_t bits = in.ConsumeIntegral<uint64_t>();
+        double theta;
+        std::memcpy(&theta, &bits, 8);
+        o.rope = maskattn::Rope{theta, x % 40 - 8, static_cast<maskattn::RopeLayout>((x >> 8) % 4 - 1), (x >> 12) % (int64_t(1) << 33) - 1};
+        p.c.rope = o.rope;
+        g_case += rope_name(o.rope);
+      }
+      must_fail = false;
+      break;
     default: if (!p.c.alibi.empty()) p.c.alibi[0] = in.ConsumeBool() ? kNaN : kInf; else must_fail = false; break;
   }
   // The reference shares the library's validation of q, k, v and the options: what it rejects,
@@ -496,13 +534,53 @@ void hostile_case(FuzzedDataProvider& in) {
   FUZZ_CHECK(!must_fail, "mistake " + std::to_string(mistake) + " was accepted");
   FUZZ_CHECK(!ref_rejects, "the reference rejects a problem attention() accepted (mistake " + std::to_string(mistake) + ")");
   // Accepted with the tensors as built (only an option changed): the answer must be right.
-  const bool views_as_built = (mistake >= 8 && mistake <= 28) || mistake == 31;
+  const bool views_as_built = (mistake >= 8 && mistake <= 28) || mistake >= 31;
   if (views_as_built) check_outputs(p, references(p));
 }
 
 // ---------------------------------------------------------------------------------------------
 // KV cache sessions against a shadow copy of each sequence's positions.
 // ---------------------------------------------------------------------------------------------
+
+// RoPE by its definition (docs/semantics.md): the angle (pos + offset) · theta^(-2i/dims) in
+// double, as the reference forms it, each pair rotated in double and rounded to float once.
+void rope_row(const maskattn::Rope& r, int64_t pos, float* x) {
+  const int64_t half = r.dims / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double a = double(pos + r.offset) * std::pow(r.theta, -2.0 * double(i) / double(r.dims));
+    const int64_t xi = r.layout == maskattn::RopeLayout::interleaved ? 2 * i : i;
+    const int64_t yi = r.layout == maskattn::RopeLayout::interleaved ? 2 * i + 1 : i + half;
+    const double u = x[xi], w = x[yi];
+    x[xi] = float(u * std::cos(a) - w * std::sin(a));
+    x[yi] = float(u * std::sin(a) + w * std::cos(a));
+  }
+}
+// Query rows [B, H, Lq, D] of a cache: row i of sequence b at lengths[b] - Lq + i.
+void rope_rows(const maskattn::Rope& r, std::vector<float>& q, int64_t B, int64_t H, int64_t Lq, int64_t D,
+               const std::vector<int32_t>& lengths) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Lq; ++i) rope_row(r, lengths[size_t(b)] - Lq + i, q.data() + ((b * H + h) * Lq + i) * D);
+}
+// A float32 cache with RoPE stores each key rotated at its position: read() against the shadow's
+// unrotated rows rotated here (keep() turns moved rows to their new angle: one more rounding).
+void check_rotated_keys(const maskattn::KVCache& cache, const maskattn::Rope& r,
+                        const std::vector<std::vector<std::vector<float>>>& sk, const std::vector<int32_t>& lengths,
+                        int64_t H, int64_t D) {
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const maskattn::KVCache::Contents got = cache.read(int64_t(b));
+    const int64_t n = got.sinks + got.length;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t row = 0; row < n; ++row) {
+        const int64_t pos = row < got.sinks ? row : got.start + row - got.sinks;
+        std::vector<float> want(sk[b][size_t(h)].begin() + pos * D, sk[b][size_t(h)].begin() + (pos + 1) * D);
+        rope_row(r, pos, want.data());
+        for (int64_t d = 0; d < D; ++d)
+          FUZZ_CHECK(std::fabs(got.key[size_t((h * n + row) * D + d)] - want[size_t(d)]) <= 2e-6,
+                     "a stored key is not its row rotated at position " + std::to_string(pos));
+      }
+  }
+}
 void cache_case(FuzzedDataProvider& in) {
   maskattn::KVCacheConfig c;
   c.batch = in.ConsumeIntegralInRange<int64_t>(1, 3);
@@ -522,15 +600,19 @@ void cache_case(FuzzedDataProvider& in) {
   c.window = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, c.capacity) : 0;
   if (c.window) c.sink_tokens = in.ConsumeIntegralInRange<int64_t>(0, std::min<int64_t>(3, c.capacity - c.window));
   if (in.ConsumeBool()) c.page_size = in.ConsumeIntegralInRange<int64_t>(1, 12);
+  if (c.head_dim >= 2 && in.ConsumeBool()) c.rope = fuzz_rope(in, c.head_dim);
   const int64_t S = c.sink_tokens;
   maskattn::KVCache cache(c);
+  // RoPE: keys are stored rotated, so O is checked over what read() returns with the queries rotated
+  // here (as the reference defines it), and float32 keys against the shadow's rows rotated here.
+  const std::optional<maskattn::Rope> rope = cache.config().rope;
   const KVType kt = cache.config().key_dtype.value(), vt = cache.config().value_dtype.value();
   // Quantized sides are checked against the cache's own contents (read()), with queries q8 holds
   // exactly when the keys are quantized (docs/semantics.md: then the plain fp32 bound applies).
-  const bool quantized = kt == KVType::q8 || kt == KVType::q4 || vt == KVType::q8 || vt == KVType::q4;
+  const bool quantized = kt == KVType::q8 || kt == KVType::q4 || vt == KVType::q8 || vt == KVType::q4 || rope;
   // Rotated keys: the query is rotated before it is quantized, so no query is exact; O is then held
   // to the documented bound for quantizing Q instead (weights and lse are not compared).
-  const bool rotated = cache.keys_rotated();
+  const bool rotated = cache.keys_rotated() || (rope && (kt == KVType::q8 || kt == KVType::q4));
   const bool exact_queries = (kt == KVType::q8 || kt == KVType::q4) && !rotated;
   const int64_t B = c.batch, H = c.kv_heads, D = c.head_dim, Dv = c.value_dim;
   Gen g{in.ConsumeIntegral<uint64_t>()};
@@ -687,7 +769,7 @@ void cache_case(FuzzedDataProvider& in) {
                " V " + maskattn::kv_type_name(vt) + " target " + maskattn::target_name(o.target) + " kernel " +
                maskattn::kernel_name(o.kernel) + " causal " + std::to_string(o.causal) + " window option [" +
                std::to_string(o.window.left) + ", " + std::to_string(o.window.right) + "] softcap " +
-               std::to_string(o.softcap) + " lengths";
+               std::to_string(o.softcap) + rope_name(rope) + " lengths";
       for (int32_t x : lengths) g_case += " " + std::to_string(x);
       std::vector<float> q(size_t(B * Hq * Lq * D)), outv(size_t(B * Hq * Lq * Dv), kSentinel), w(size_t(B * Hq * Lq * Lk), kSentinel),
           l(size_t(B * Hq * Lq), kSentinel);
@@ -748,6 +830,8 @@ void cache_case(FuzzedDataProvider& in) {
         ro.window = {-1, -1};
         ro.allowed = maskattn::make_mask<uint8_t>(ring_mask.data(), B, 1, Lq, Lk, int64_t(ring_mask.size()));
       }
+      if (rope) rope_rows(*rope, q, B, Hq, Lq, D, lengths);  // the reference's queries (attend has rotated its own)
+      if (rope && kt == KVType::f32) check_rotated_keys(cache, *rope, sk, lengths, H, D);
       const auto qv = maskattn::bhld<const float>(q.data(), B, Hq, Lq, D);
       const auto kv = maskattn::bhld<const float>(kp.data(), B, H, Lk, D), vv = maskattn::bhld<const float>(vp.data(), B, H, Lk, Dv);
       const ReferenceResult r64 = maskattn::reference_attention(qv, kv, vv, ro, maskattn::Precision::fp64);
