@@ -280,6 +280,34 @@ TEST_P(DerivedLimits, SinksAndScaleAtFloatLimits) {
   }
 }
 
+// Logits past float32's range (docs/semantics.md "Numbers"): scale FLT_MAX with q·k = 2 makes a
+// logit +inf, so the row is NaN, as the naive float32 reference gives it (float64 stays finite);
+// -FLT_MAX makes the other keys' logits -inf and -FLT_MAX: key 1 (q·k = 0) takes all the weight,
+// as in float64.
+TEST_P(DerivedLimits, LogitsPastFloat32AreInfiniteAsInFloat32) {
+  const std::vector<float> q = {1, 1}, k = {1, 1, -1, 1, 0.5f, 0.5f}, v = {1, 2, 3};
+  for (const float scale : {FLT_MAX, -FLT_MAX}) {
+    maskattn::Options o;
+    o.scale = scale;
+    o.target = target().target;
+    o.kernel = target().kernel;
+    std::vector<float> out(1, -7.0f);
+    const auto qv = maskattn::bhld(q.data(), 1, 1, 1, 2), kv = maskattn::bhld(k.data(), 1, 1, 3, 2),
+               vv = maskattn::bhld(v.data(), 1, 1, 3, 1);
+    maskattn::attention(qv, kv, vv, maskattn::bhld(out.data(), 1, 1, 1, 1), o);
+    o.target = maskattn::Target::reference;
+    const double r32 = maskattn::reference_attention(qv, kv, vv, o, maskattn::Precision::fp32).out[0];
+    const double r64 = maskattn::reference_attention(qv, kv, vv, o, maskattn::Precision::fp64).out[0];
+    if (scale > 0) {
+      EXPECT_TRUE(std::isnan(out[0]) && std::isnan(r32)) << out[0] << " " << r32;
+      EXPECT_EQ(r64, 1.0);  // float64: the first key's logit 2 x FLT_MAX is finite
+    } else {
+      EXPECT_EQ(out[0], 2.0f);
+      EXPECT_EQ(r64, 2.0);
+    }
+  }
+}
+
 MASKATTN_INSTANTIATE_FOR_TARGETS(DerivedLimits);
 
 // keep() moves accepted tree nodes down and turns their keys from the old position's angle to the

@@ -226,6 +226,12 @@ void head_dim_64(World& w) {
 maskattn::Rope rope(double theta, int64_t dims = 0, int layout = 0, int64_t offset = 0) {
   return maskattn::Rope{theta, dims, static_cast<maskattn::RopeLayout>(layout), offset};
 }
+maskattn::Rope scaled(maskattn::RopeScalingType type, double factor = 0) {
+  maskattn::Rope r = rope(10000);
+  r.scaling.type = type;
+  r.scaling.factor = factor;
+  return r;
+}
 void config_with_rope(const maskattn::Rope& r, int64_t head_dim = 4) {
   KVCacheConfig c = cache_config(KVType::f32, 4);
   c.head_dim = head_dim;
@@ -411,6 +417,53 @@ const std::vector<Row>& rows() {
       {"config_rope_odd_head_dim", [](W&) { config_with_rope(rope(10000), 5); }, "rope.dims", {"odd"}},
       {"config_rope_layout_2", [](W&) { config_with_rope(rope(10000, 0, 2)); }, "rope.layout", {"2"}, type},
       {"config_rope_offset_2p31", [](W&) { config_with_rope(rope(10000, 0, 0, p2(31))); }, "rope.offset", {"2147483648"}},
+      // RoPE scaling: a type from a bad cast, fields that are not positive, and factors whose derived
+      // frequencies or attention factor would not be finite (at head dim 4: 2 pairs).
+      {"rope_scaling_type_99", [](W& w) { w.opt.rope = scaled(static_cast<maskattn::RopeScalingType>(99)); w.call(); }, "rope.scaling.type", {"99"}, type},
+      {"rope_scaling_linear_factor_0", [](W& w) { w.opt.rope = scaled(maskattn::RopeScalingType::linear); w.call(); }, "rope.scaling.factor", {"0"}},
+      {"rope_scaling_linear_factor_nan", [](W& w) {
+         w.opt.rope = scaled(maskattn::RopeScalingType::linear, std::nan(""));
+         w.call();
+       }, "rope.scaling.factor", {"nan"}},
+      {"rope_scaling_linear_factor_1e-300_frequency_overflows", [](W& w) {
+         w.opt.rope = scaled(maskattn::RopeScalingType::linear, 1e-300);
+         w.call();
+       }, "rope.scaling", {"not finite"}},
+      {"rope_scaling_factors_count_3", [](W& w) {
+         maskattn::Rope r = scaled(maskattn::RopeScalingType::factors);
+         r.scaling.freq_factors = {1, 1, 1};
+         w.opt.rope = r;
+         w.call();
+       }, "rope.scaling.freq_factors", {"2", "3"}},
+      {"rope_scaling_factors_subnormal_divisor", [](W& w) {
+         maskattn::Rope r = scaled(maskattn::RopeScalingType::factors);
+         r.scaling.freq_factors = {1, 5e-324};
+         w.opt.rope = r;
+         w.call();
+       }, "rope.scaling", {"not finite"}},
+      {"rope_scaling_attention_factor_inf", [](W& w) {
+         maskattn::Rope r = scaled(maskattn::RopeScalingType::factors);
+         r.scaling.freq_factors = {1, 1};
+         r.scaling.attention_factor = HUGE_VAL;
+         w.opt.rope = r;
+         w.call();
+       }, "rope.scaling.attention_factor", {"inf"}},
+      {"rope_scaling_yarn_mscale_ratio_negative", [](W& w) {
+         maskattn::Rope r = scaled(maskattn::RopeScalingType::yarn, 4);
+         r.scaling.original_max_positions = 4096;
+         r.scaling.mscale = -1000;
+         r.scaling.mscale_all_dim = 1;
+         w.opt.rope = r;
+         w.call();
+       }, "rope.scaling", {"attention factor"}},
+      {"rope_scaling_llama3_original_0", [](W& w) {
+         maskattn::Rope r = scaled(maskattn::RopeScalingType::llama3, 8);
+         r.scaling.low_freq_factor = 1;
+         r.scaling.high_freq_factor = 4;
+         w.opt.rope = r;
+         w.call();
+       }, "rope.scaling.original_max_positions", {"0"}},
+      {"config_rope_scaling_linear_factor_1e-300", [](W&) { config_with_rope(scaled(maskattn::RopeScalingType::linear, 1e-300)); }, "rope.scaling", {"not finite"}},
       {"tree_length_wrong", [](W& w) { static const std::vector<int32_t> t = {-1, 0}; w.opt.tree = t; w.call(); }, "tree", {"Lq = 3", "2"}},
       {"tree_parent_not_earlier", [](W& w) { static const std::vector<int32_t> t = {-1, 2, 0}; w.opt.tree = t; w.call(); }, "tree[1]", {"earlier", "2"}},
       {"tree_parent_self", [](W& w) { static const std::vector<int32_t> t = {-1, 0, 2}; w.opt.tree = t; w.call(); }, "tree[2]", {"2"}},
