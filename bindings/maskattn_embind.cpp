@@ -17,6 +17,7 @@
 #include <new>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <maskattn/maskattn.hpp>
 
@@ -42,7 +43,7 @@ namespace {
   X(weights) X(weightsSize) X(lse) X(lseSize) X(stats) X(half) X(counts) X(allowedSize) X(biasSize)    \
   X(keyLengthsSize) X(queryLengthsSize) X(querySegmentsSize) X(keySegmentsSize) X(alibiSlopesSize)  \
   X(countsSize) X(threads) X(sinks) X(sinksSize) X(tree) X(treeSize) X(hasRope) X(ropeTheta) X(ropeDims)  \
-  X(ropeLayout) X(ropeOffset)
+  X(ropeLayout) X(ropeOffset) X(ropeScaling) X(ropeScalingSize)
 
 struct CallArgs {
 #define MASKATTN_FIELD(name) double name;
@@ -87,15 +88,49 @@ maskattn::Layout layout_of(const CallArgs& a) {
   return a.layout == 1 ? maskattn::Layout::blhd : maskattn::Layout::bhld;
 }
 
+// RoPE scaling from its wire record (js/plan.js scalingRecord): n doubles, [type, factor,
+// original_max_positions, low_freq_factor, high_freq_factor, beta_fast, beta_slow, mscale,
+// mscale_all_dim, attention_factor (NaN = not given), then the lengths of short_factor,
+// long_factor and freq_factors and their values]. n = 0: no scaling. A record whose lengths do not
+// add up gets a type outside the enum, which the library names (rope.scaling.type).
+constexpr size_t kScalingHead = 13;
+maskattn::RopeScaling scaling_of(const double* p, size_t n) {
+  using maskattn::RopeScalingType;
+  maskattn::RopeScaling s;
+  if (n == 0) return s;
+  const auto lists = [&](size_t i) { return n >= kScalingHead ? size_t(std::max(0.0, std::min(p[10 + i], 1e9))) : 0; };
+  if (n < kScalingHead || kScalingHead + lists(0) + lists(1) + lists(2) != n || !(p[0] >= 1 && p[0] <= 6)) {
+    s.type = static_cast<RopeScalingType>(-1);
+    return s;
+  }
+  s.type = static_cast<RopeScalingType>(int(p[0]));
+  s.factor = p[1];
+  s.original_max_positions = whole(p[2]);
+  s.low_freq_factor = p[3];
+  s.high_freq_factor = p[4];
+  s.beta_fast = p[5];
+  s.beta_slow = p[6];
+  if (p[7] == p[7]) s.mscale = p[7];
+  if (p[8] == p[8]) s.mscale_all_dim = p[8];
+  if (p[9] == p[9]) s.attention_factor = p[9];
+  const double* v = p + kScalingHead;
+  s.short_factor.assign(v, v + lists(0));
+  s.long_factor.assign(v + lists(0), v + lists(0) + lists(1));
+  s.freq_factors.assign(v + lists(0) + lists(1), v + n - kScalingHead);
+  return s;
+}
+
 // RoPE from its wire fields: layout 0 = halves, 1 = interleaved (another code reaches the library,
 // which names rope.layout); theta as given (the library checks it), dims and offset as integers.
-maskattn::Rope rope_of(double theta, double dims, double layout, double offset) {
+maskattn::Rope rope_of(double theta, double dims, double layout, double offset, const double* scaling = nullptr,
+                       size_t scaling_size = 0) {
   maskattn::Rope r;
   r.theta = theta;
   r.dims = whole(dims);
   r.layout = layout == 0 ? maskattn::RopeLayout::halves
              : layout == 1 ? maskattn::RopeLayout::interleaved : static_cast<maskattn::RopeLayout>(-1);
   r.offset = whole(offset);
+  if (scaling) r.scaling = scaling_of(scaling, scaling_size);
   return r;
 }
 
@@ -121,7 +156,9 @@ maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   if (a.alibiSlopes) o.alibi_slopes = Span<float>(at<const float>(a.alibiSlopes), elements(a.alibiSlopesSize));
   if (a.sinks) o.sinks = Span<float>(at<const float>(a.sinks), elements(a.sinksSize));
   if (a.tree) o.tree = Span<int32_t>(at<const int32_t>(a.tree), elements(a.treeSize));
-  if (a.hasRope != 0) o.rope = rope_of(a.ropeTheta, a.ropeDims, a.ropeLayout, a.ropeOffset);
+  if (a.hasRope != 0)
+    o.rope = rope_of(a.ropeTheta, a.ropeDims, a.ropeLayout, a.ropeOffset, at<const double>(a.ropeScaling),
+                     a.ropeScaling ? elements(a.ropeScalingSize) : 0);
   // A softcap that is not 0 but rounds to 0 in float would silently turn the cap off: passed on as
   // the smallest subnormal, which the library rejects (JS checks first and names the value).
   o.softcap = float(a.softcap);
@@ -205,16 +242,30 @@ maskattn::KVCache& cache_of(uint32_t handle) {
   return *it->second;
 }
 
+// A valid Rope's attention factor for head dim D (a cache's config reports it resolved); NaN if the
+// Rope is not valid (the cache that has it was refused first, naming the field).
+double rope_attention_factor(double theta, double dims, double layout, double offset, emscripten::val rope_scaling,
+                             double head_dim) {
+  const std::vector<double> scaling = emscripten::vecFromJSArray<double>(rope_scaling);
+  try {
+    return maskattn::rope_frequencies(rope_of(theta, dims, layout, offset, scaling.data(), scaling.size()), whole(head_dim), 0)
+        .attention_factor;
+  } catch (...) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 // Returns the new cache's handle (> 0), or minus the status code when the configuration is bad or
 // its memory cannot be had. dtypes: KVType's order (maskattn/kv_types.inc: 0 = f32, 1 = f16, 2 = q8,
 // 3 = q4, 4 = bf16); key_dtype and
 // value_dtype -1 = dtype; key_rotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none. JS
 // passes safe integers; a code outside the enums reaches the library, which names the field.
-// sink_tokens 0 = none; page_size 0 = one contiguous block; has_rope 0 = no RoPE (else rope_of's fields).
+// sink_tokens 0 = none; page_size 0 = one contiguous block; has_rope 0 = no RoPE (else rope_of's fields;
+// rope_scaling: the scaling's record as a JS array of numbers, empty = none).
 double kv_create(double batch, double kv_heads, double capacity, double head_dim, double value_dim,
                  double dtype, double window, double key_dtype, double value_dtype, double key_rotation,
                  double sink_tokens, double page_size, double has_rope, double rope_theta, double rope_dims,
-                 double rope_layout, double rope_offset) {
+                 double rope_layout, double rope_offset, emscripten::val rope_scaling) {
   using namespace maskattn;
   uint32_t handle = 0;
   const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
@@ -238,7 +289,10 @@ double kv_create(double batch, double kv_heads, double capacity, double head_dim
     config.window = whole(window);
     config.sink_tokens = whole(sink_tokens);
     config.page_size = whole(page_size);
-    if (has_rope != 0) config.rope = rope_of(rope_theta, rope_dims, rope_layout, rope_offset);
+    if (has_rope != 0) {
+      const std::vector<double> scaling = emscripten::vecFromJSArray<double>(rope_scaling);
+      config.rope = rope_of(rope_theta, rope_dims, rope_layout, rope_offset, scaling.data(), scaling.size());
+    }
     auto cache = std::make_unique<KVCache>(config);
     if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
     handle = g_next_handle++;
@@ -449,6 +503,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("limits", &limits);
   function("heapInUse", &heap_in_use);
   function("kvCreate", &kv_create);
+  function("ropeAttentionFactor", &rope_attention_factor);
   function("kvDestroy", &kv_destroy);
   function("kvAppend", &kv_append);
   function("kvAttend", &kv_attend);

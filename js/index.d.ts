@@ -147,7 +147,31 @@ export interface RopeOptions {
   layout?: RopeLayout;
   /** Added to every position: an integer in [0, 2^31 - 1] (default 0). */
   offset?: number;
+  /** Scaling as a model's config.json states it (`rope_scaling`, in camelCase): docs/kv-cache.md. */
+  scaling?: RopeScaling;
 }
+
+/** A cache's rope as its config reports it: defaults filled in, a scaling resolved (yarn's betas, the attentionFactor). */
+export type ResolvedRope = Readonly<Required<Omit<RopeOptions, 'scaling'>> & { scaling?: Readonly<RopeScaling & { attentionFactor: number }> }>;
+
+/**
+ * RoPE scaling, named as Hugging Face's rope_scaling block (camelCase): each type reads its own
+ * fields; defaults and derived values as the published definitions give them (docs/semantics.md).
+ */
+export type RopeScaling =
+  | { type: 'linear'; factor: number }
+  | { type: 'dynamic'; factor: number; originalMaxPositions: number }
+  | { type: 'llama3'; factor: number; lowFreqFactor: number; highFreqFactor: number; originalMaxPositions: number }
+  | {
+      type: 'yarn'; factor: number; originalMaxPositions: number; betaFast?: number; betaSlow?: number;
+      mscale?: number; mscaleAllDim?: number; attentionFactor?: number;
+    }
+  | {
+      type: 'longrope'; shortFactor: ArrayLike<number>; longFactor: ArrayLike<number>; originalMaxPositions: number;
+      /** max_position_embeddings / original_max_position_embeddings: the default attention factor's. */
+      factor?: number; attentionFactor?: number;
+    }
+  | { type: 'factors'; freqFactors: ArrayLike<number>; attentionFactor?: number };
 
 export interface AttentionOptions extends MaskOptions {
   /** Return the attention weights [B, Hq, Lq, Lk] (O(Lq*Lk) memory). */
@@ -199,17 +223,18 @@ export declare class Workspace {
 }
 
 /**
- * Storage type of a KV cache: 'float16' halves the memory and the bytes each step reads; 'q8' and
- * 'q4' store blocks of 32 values with one float32 scale (0.28x and 0.16x of float32 at D = 128;
- * docs/semantics.md, "Quantized caches").
+ * Storage type of a KV cache: 'float16' and 'bfloat16' halve the memory and the bytes each step
+ * reads (bfloat16: float32's range, 8 significant bits; what most models are trained in); 'q8'
+ * and 'q4' store blocks of 32 values with one float32 scale (0.28x and 0.16x of float32 at
+ * D = 128; docs/semantics.md, "Quantized caches").
  */
-export type KVDtype = 'float32' | 'float16' | 'q8' | 'q4';
+export type KVDtype = 'float32' | 'float16' | 'q8' | 'q4' | 'bfloat16';
 
 /** Key rotation before quantizing: 'automatic' (default) rotates q4 keys; 'hadamard' needs q8/q4 keys and an even headDim. */
 export type KeyRotation = 'automatic' | 'none' | 'hadamard';
 
-/** What a cache of a dtype accepts in append(): float16 caches also take raw IEEE halves. */
-export type KVInput<T extends KVDtype = KVDtype> = T extends 'float16' ? Float32Array | Uint16Array : Float32Array;
+/** What a cache of a dtype accepts in append(): float16 and bfloat16 caches also take their raw 16-bit values. */
+export type KVInput<T extends KVDtype = KVDtype> = T extends 'float16' | 'bfloat16' ? Float32Array | Uint16Array : Float32Array;
 
 /** Configuration of `createKVCache` (all sizes are non-negative integers). */
 export interface KVCacheOptions<T extends KVDtype = KVDtype> {
@@ -223,7 +248,7 @@ export interface KVCacheOptions<T extends KVDtype = KVDtype> {
   headDim: number;
   /** Dv, the value head size (default headDim). */
   valueDim?: number;
-  /** 'float32' (default), 'float16' (float input rounded to nearest even), 'q8' or 'q4': keys and values. */
+  /** 'float32' (default), 'float16' or 'bfloat16' (float input rounded to nearest even), 'q8' or 'q4': keys and values. */
   dtype?: T;
   /** The keys' type when it differs from dtype (e.g. dtype 'q8', valueDtype 'q4'). */
   keyDtype?: KVDtype;
@@ -283,8 +308,11 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
   readonly config: Readonly<{
     batch: number; kvHeads: number; capacity: number; headDim: number; valueDim: number; dtype: T; window: number;
     keyDtype: KVDtype; valueDtype: KVDtype; keyRotation: KeyRotation;
-    /** null: no RoPE; else its fields with defaults filled in (dims 0 = headDim). */
-    rope: Readonly<Required<RopeOptions>> | null;
+    /**
+     * null: no RoPE; else its fields with defaults filled in (dims 0 = headDim; a scaling with yarn's
+     * betas and its attentionFactor resolved).
+     */
+    rope: ResolvedRope | null;
   }>;
   /**
    * Positions each sequence holds (absolute: with a window, tokens seen). A fresh copy on every
@@ -293,7 +321,7 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
   readonly lengths: Int32Array;
   /**
    * Bytes of K/V storage: batch x kvHeads x capacity x (key row + value row), a row of n elements
-   * taking 4n (float32), 2n (float16), or 36 (q8) / 20 (q4) bytes per block of 32.
+   * taking 4n (float32), 2n (float16, bfloat16), or 36 (q8) / 20 (q4) bytes per block of 32.
    */
   readonly byteLength: number;
   /**
@@ -310,7 +338,7 @@ export declare class KVCache<T extends KVDtype = KVDtype> {
   attend(q: Tensor, options?: KVAttendOptions): AttentionResult;
   /**
    * The float32 contents sequence b holds (copies): dequantized for q8/q4 (keys unrotated), exact
-   * for float32/float16. The first `sinks` rows are positions 0 .. sinks-1 (sink tokens a ring kept
+   * for float32/float16/bfloat16. The first `sinks` rows are positions 0 .. sinks-1 (sink tokens a ring kept
    * below its window), the others positions start, start + 1, ... (a ring keeps the newest).
    */
   read(b: number): {

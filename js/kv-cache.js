@@ -4,7 +4,7 @@
 // over the cache's logical K/V; every call goes through the module's Wire (wasm-call.js).
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
 import { check4, checkLayout, count, ownFields, shapeOf, toInt32, toInt32List } from './read.js';
-import { callOptions, logical, planCache, planCall } from './plan.js';
+import { RAW16_DTYPES, callOptions, logical, planCache, planCall } from './plan.js';
 
 const APPEND_OPTIONS = new Set(['counts', 'layout']);
 // Calls needing at most this many bytes of inputs and outputs reuse the cache's own scratch block
@@ -36,7 +36,12 @@ export class KVCache {
     this._handle = handle;
     this._scratch = 0;
     this._scratchBytes = 0;
-    /** The configuration, with defaults filled in (valueDim = headDim, window 0 = none). */
+    if (config.rope?.scaling) {  // resolved: the attention factor the library derives (or was given)
+      const [, theta, dims, layout, offset, scaling] = args.slice(-6);
+      const attentionFactor = this._m.ropeAttentionFactor(theta, dims, layout, offset, scaling, config.headDim);
+      config.rope = Object.freeze({ ...config.rope, scaling: Object.freeze({ ...config.rope.scaling, attentionFactor }) });
+    }
+    /** The configuration, with defaults filled in (valueDim = headDim, window 0 = none, rope's scaling resolved). */
     this.config = Object.freeze(config);
   }
 
@@ -81,8 +86,9 @@ export class KVCache {
 
   /**
    * Writes new positions at each sequence's current length, in place. k [B, Hkv, T, D] and
-   * v [B, Hkv, T, Dv] ([B, T, Hkv, D] with layout 'blhd'): Float32Array, or for float16 caches also
-   * Uint16Array (raw IEEE halves, stored as given; float input is rounded to nearest even); k and
+   * v [B, Hkv, T, Dv] ([B, T, Hkv, D] with layout 'blhd'): Float32Array, or for float16 and
+   * bfloat16 caches also Uint16Array (that format's bits: IEEE halves, or a float's upper 16 bits;
+   * stored as given; float input is rounded to nearest even); k and
    * v of the same kind. options.counts[b] <= T: sequence b takes its first counts[b] positions.
    * Appending past capacity (no window) is a RangeError naming the sequence; nothing is written.
    */
@@ -93,7 +99,7 @@ export class KVCache {
     const wire = this._wire;
     const kDims = check4(shapeOf(k, 'k'), 'k', layout, wire.limits);
     const vDims = check4(shapeOf(v, 'v'), 'v', layout, wire.limits);
-    const halves = this.config.keyDtype === 'float16' && this.config.valueDtype === 'float16';
+    const halves = RAW16_DTYPES.has(this.config.keyDtype) && this.config.valueDtype === this.config.keyDtype;
     const kData = wire.input(k, 'k', kDims, halves ? ['Float32Array', 'Uint16Array'] : ['Float32Array']);
     const half = kData.kind === 'Uint16Array';
     const vData = wire.input(v, 'v', vDims, [kData.kind]);
@@ -160,7 +166,7 @@ export class KVCache {
    * value: { data, shape: [Hkv, n, Dv] }, start, sinks }`, n = positions held: the first `sinks`
    * rows are positions 0 .. sinks-1 (sink tokens a ring kept below its window; usually 0), the rest
    * positions start, start + 1, ... (a window's ring keeps only the newest). q8/q4 caches give the
-   * dequantized values (keys unrotated); float32 and float16 caches give exactly what they store.
+   * dequantized values (keys unrotated); float32, float16 and bfloat16 caches give exactly what they store.
    */
   read(b) {
     this._live();

@@ -6,7 +6,7 @@
 // option is one row here, its type in index.d.ts, and its C++ side.
 import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind } from './errors.js';
 import {
-  bool, checkLayout, choice, count, float32, integer, isArray, isRecord, maskOf, owned, ownFields, product, segmentIds,
+  bool, checkLayout, choice, count, entries, float32, integer, isArray, isRecord, maskOf, owned, ownFields, product, segmentIds,
   toFloat32, toInt32, toInt32List, windowOf,
 } from './read.js';
 
@@ -47,12 +47,55 @@ function readTree(x, ctx) {
   return parents;
 }
 
-// RoPE: { theta = 10000, dims = 0 (all of D), layout = 'halves' | 'interleaved', offset = 0 }, its
-// own fields read once; the library checks the values (theta finite > 0 and small enough that its
-// frequencies and angles stay finite, dims even <= D, offset an integer in [0, 2^31 - 1]) and names
-// them rope.theta, rope.dims, rope.offset.
+// RoPE: { theta = 10000, dims = 0 (all of D), layout = 'halves' | 'interleaved', offset = 0,
+// scaling }, its own fields read once; the library checks the values (theta finite > 0 and small
+// enough that its frequencies and angles stay finite, dims even <= D, offset an integer in
+// [0, 2^31 - 1], each scaling field) and names them rope.theta, rope.dims, rope.scaling.factor, ...
 const ROPE_LAYOUTS = new Map([['halves', 0], ['interleaved', 1]]);
-const ROPE_FIELDS = new Set(['theta', 'dims', 'layout', 'offset']);
+const ROPE_FIELDS = new Set(['theta', 'dims', 'layout', 'offset', 'scaling']);
+
+// RoPE scaling, as a model config's rope_scaling block names it (camelCase): type and the fields
+// its type reads (docs/semantics.md, "RoPE scaling"). Codes: the C++ RopeScalingType's order.
+const SCALING_TYPES = new Map([['linear', 1], ['dynamic', 2], ['llama3', 3], ['yarn', 4], ['longrope', 5], ['factors', 6]]);
+const SCALING_NUMBERS = ['factor', 'lowFreqFactor', 'highFreqFactor', 'betaFast', 'betaSlow', 'mscale', 'mscaleAllDim', 'attentionFactor'];
+const SCALING_LISTS = ['shortFactor', 'longFactor', 'freqFactors'];
+const SCALING_FIELDS = new Set(['type', 'originalMaxPositions', ...SCALING_NUMBERS, ...SCALING_LISTS]);
+const MAX_PAIRS = 1 << 16;  // one divisor per rotated pair: far beyond any head size
+function numberList(x, name) {
+  const e = entries(x, MAX_PAIRS, name);
+  if (!e) throw new MaskAttnTypeError(name, `must be an array of numbers (one per rotated pair), given ${describe(x)}`);
+  if (!e.values) throw new MaskAttnRangeError(name, `has ${e.length} entries, more than ${MAX_PAIRS}`);
+  return Object.freeze(e.values.map((v, i) => {
+    if (typeof v !== 'number') throw new MaskAttnTypeError(`${name}[${i}]`, `must be a number, given ${describe(v)}`);
+    return v;
+  }));
+}
+function readScaling(x) {
+  if (x === undefined || x === null) return null;
+  const f = ownFields(x, 'rope.scaling', SCALING_FIELDS, `{ type, ${[...SCALING_FIELDS].slice(1).map((n) => `${n}?`).join(', ')} }`);
+  choice(f.type, 'rope.scaling.type', SCALING_TYPES);
+  const out = { type: f.type };
+  if (f.originalMaxPositions !== undefined)
+    out.originalMaxPositions = ropeInteger(f.originalMaxPositions, 'rope.scaling.originalMaxPositions', '[1, 2147483647]');
+  for (const name of SCALING_NUMBERS) {
+    const v = f[name] ?? (f.type === 'yarn' && name === 'betaFast' ? 32 : f.type === 'yarn' && name === 'betaSlow' ? 1 : undefined);
+    if (v === undefined) continue;
+    if (typeof v !== 'number') throw new MaskAttnTypeError(`rope.scaling.${name}`, `must be a number, given ${describe(v)}`);
+    out[name] = v;
+  }
+  for (const name of SCALING_LISTS) if (f[name] !== undefined) out[name] = numberList(f[name], `rope.scaling.${name}`);
+  return Object.freeze(out);
+}
+// The scaling as the binding reads it (bindings/maskattn_embind.cpp scaling_of): ten numbers (NaN =
+// not given), the three lists' lengths, then their values.
+function scalingRecord(s) {
+  const lists = SCALING_LISTS.map((n) => s[n] ?? []);
+  return Float64Array.from([
+    SCALING_TYPES.get(s.type), s.factor ?? 0, s.originalMaxPositions ?? 0, s.lowFreqFactor ?? 0, s.highFreqFactor ?? 0,
+    s.betaFast ?? 32, s.betaSlow ?? 1, s.mscale ?? NaN, s.mscaleAllDim ?? NaN, s.attentionFactor ?? NaN,
+    ...lists.map((l) => l.length), ...lists.flat(),
+  ]);
+}
 // dims and offset cross as int64 through a float64, exactly up to 2^53: beyond it the library would
 // see and name a rounded or clamped value, so those are refused here with the value given.
 function ropeInteger(x, name, range) {
@@ -62,14 +105,15 @@ function ropeInteger(x, name, range) {
 }
 export function readRope(x) {
   if (x === undefined || x === null) return null;
-  const f = ownFields(x, 'rope', ROPE_FIELDS, '{ theta?, dims?, layout?, offset? }');
+  const f = ownFields(x, 'rope', ROPE_FIELDS, '{ theta?, dims?, layout?, offset?, scaling? }');
   const theta = f.theta ?? 10000;
   if (typeof theta !== 'number') throw new MaskAttnTypeError('rope.theta', `must be a number, given ${describe(theta)}`);
   const dims = ropeInteger(f.dims ?? 0, 'rope.dims', '[0, D] (0 = all of D)');
   const layout = f.layout ?? 'halves';
   choice(layout, 'rope.layout', ROPE_LAYOUTS);
   const offset = ropeInteger(f.offset ?? 0, 'rope.offset', '[0, 2147483647]');
-  return Object.freeze({ theta, dims, layout, offset });
+  const scaling = readScaling(f.scaling);
+  return Object.freeze(scaling ? { theta, dims, layout, offset, scaling } : { theta, dims, layout, offset });
 }
 const ropeFields = (v) => ({
   hasRope: v ? 1 : 0, ropeTheta: v?.theta ?? 0, ropeDims: v?.dims ?? 0, ropeLayout: v ? ROPE_LAYOUTS.get(v.layout) : 0,
@@ -134,7 +178,10 @@ export const OPTIONS = {
     wire: (v, at) => spanFields('sinks', v, at),
   },
   tree: { read: readTree, blocks: (v) => [v && owned(v, 'tree')], wire: (v, at) => spanFields('tree', v, at) },
-  rope: { read: readRope, wire: ropeFields },
+  rope: {
+    read: readRope, blocks: (v) => [v?.scaling ? owned(scalingRecord(v.scaling), 'rope.scaling') : null],
+    wire: (v, at) => ({ ...ropeFields(v), ropeScaling: at[0], ropeScalingSize: v?.scaling ? scalingRecord(v.scaling).length : 0 }),
+  },
   softcap: { read: (x) => float32(x ?? 0, 'softcap', true), wire: (v) => ({ softcap: v }) },
   fullyMasked: { read: (x) => choice(x ?? 'zero', 'fullyMasked', POLICY), wire: (v) => ({ fullyMasked: v }), library: 'fully_masked' },
   returnWeights: { read: (x) => bool(x, 'returnWeights'), library: 'weights' },
@@ -210,7 +257,9 @@ export function callFields(plan, ptr, at, stats) {
 
 // Element types of a cache: the name (kept in config) and the library's code (kv_create's dtype,
 // KVType's order). q8 / q4: blocks of 32 with a float32 scale (docs/semantics.md, "Quantized caches").
-const DTYPES = new Map([['float32', 0], ['float16', 1], ['q8', 2], ['q4', 3]]);
+const DTYPES = new Map([['float32', 0], ['float16', 1], ['q8', 2], ['q4', 3], ['bfloat16', 4]]);
+/** The 16-bit formats, whose caches also take their own bits (a Uint16Array) in append(). */
+export const RAW16_DTYPES = new Set(['float16', 'bfloat16']);
 const dtypeOf = (x, name) => {
   choice(x, name, DTYPES);
   return x;
@@ -244,14 +293,15 @@ export const CACHE_CONFIG = {
   },
   sinkTokens: { read: (x) => count(x ?? 0, 'sinkTokens'), library: 'sink_tokens' },
   pageSize: { read: (x) => count(x ?? 0, 'pageSize'), library: 'page_size' },
-  // kv_create's last five arguments: hasRope, theta, dims, layout, offset. In config: null, or the
-  // rope with defaults filled in (dims 0 = headDim).
+  // kv_create's last six arguments: hasRope, theta, dims, layout, offset and the scaling's record (a
+  // plain array, empty for none). In config: null, or the rope with defaults filled in (dims 0 =
+  // headDim, yarn's betas).
   rope: {
     read: (x, c) => {
       const r = readRope(x);
       return r && Object.freeze({ ...r, dims: r.dims || c.headDim });
     },
-    wire: (v) => Object.values(ropeFields(v)),
+    wire: (v) => [...Object.values(ropeFields(v)), v?.scaling ? Array.from(scalingRecord(v.scaling)) : []],
     spread: true,
   },
 };
@@ -282,6 +332,8 @@ for (const table of [OPTIONS, CACHE_CONFIG]) {
 
 /** The JS name of a library argument ('key_lengths[2]' -> 'keyLengths[2]'). */
 export function jsName(arg) {
+  // rope.scaling's fields in camelCase ('rope.scaling.original_max_positions' -> '...originalMaxPositions').
+  if (arg.startsWith('rope.scaling.')) return arg.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
   const m = /^([a-z_]+)(.*)$/.exec(arg);
   return m && Object.hasOwn(JS_NAMES, m[1]) ? JS_NAMES[m[1]] + m[2] : arg;
 }

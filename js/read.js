@@ -16,7 +16,7 @@
 // getter that ran in between may have detached or shrunk them.
 import { MaskAttnRangeError, MaskAttnTypeError, describe, typedKind, typedLength, typedPlace } from './errors.js';
 
-export const TYPES = { Float32Array, Uint8Array, Uint16Array, Int32Array };
+export const TYPES = { Float32Array, Uint8Array, Uint16Array, Int32Array, Float64Array };
 
 // The structural questions asked of a caller's object (is it an array, what are its own keys,
 // where is a property defined) throw on a revoked Proxy (or a Proxy trap that throws): that is the

@@ -413,6 +413,12 @@ const ROWS = [
   ['append float16 halves to a float32 cache', {
     call: ({ cache }) => cache.append({ data: new Uint16Array(8), shape: [2, 1, 1, 4] }, { data: new Uint16Array(8), shape: [2, 1, 1, 4] }), type: TypeError, arg: 'k.data', says: ['Uint16Array'],
   }],
+  ['append 16-bit values to a cache of float16 keys and bfloat16 values (whose bits differ)', {
+    setup: ({ ma }) => ({ c: ma.createKVCache({ batch: 1, kvHeads: 1, capacity: 4, headDim: 4, dtype: 'float16', valueDtype: 'bfloat16' }) }),
+    call: (ctx, s) => s.c.append({ data: new Uint16Array(4), shape: [1, 1, 1, 4] }, { data: new Uint16Array(4), shape: [1, 1, 1, 4] }), type: TypeError, arg: 'k.data', says: ['Uint16Array'],
+    cleanup: (s) => s.c.dispose(), caches: (s) => [s.c],
+  }],
+  ['a cache dtype spelled as C++ spells it (bf16)', { call: ({ ma }) => ma.createKVCache({ batch: 1, kvHeads: 1, capacity: 4, headDim: 4, dtype: 'bf16' }), type: TypeError, arg: 'dtype', says: ['bf16', 'bfloat16'] }],
   ['append halves for k, floats for v (float16 cache)', {
     setup: ({ ma }) => ({ c: ma.createKVCache({ batch: 1, kvHeads: 1, capacity: 4, headDim: 4, dtype: 'float16' }) }),
     call: (ctx, s) => s.c.append({ data: new Uint16Array(4), shape: [1, 1, 1, 4] }, { data: new Float32Array(4), shape: [1, 1, 1, 4] }), type: TypeError, arg: 'v.data', says: ['Uint16Array'],

@@ -1,11 +1,12 @@
 // The KV cache of the JavaScript API (ma.createKVCache) on both builds (SIMD128 and scalar):
 // cache.attend() must equal plain ma.attention() and the float64 reference (reference.mjs) on the
 // cache's logical contents, which this file tracks independently (a JS model of what each sequence
-// holds; float16 caches: the values rounded by reference.mjs's own round-to-nearest-even).
+// holds; float16 and bfloat16 caches: the values rounded by reference.mjs's own round-to-nearest-even).
 //
 // Tolerance policy (as in api.test.mjs): ATOL = 1e-5 absolute on O, weights and lse for unit-scale
-// inputs (fp32 accumulation vs the f64 reference). Float16 rounding and raw halves are compared
-// exactly: a row that attends one key returns that key's value times a weight of exactly 1.
+// inputs (fp32 accumulation vs the f64 reference). Float16 and bfloat16 rounding and raw 16-bit
+// values are compared exactly: a row that attends one key returns that key's value times a weight of
+// exactly 1.
 import { BUILDS } from './builds.mjs';  // first: turns on relaxed SIMD in Node 20
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,8 +15,17 @@ import {
   init, KVCache,
 } from 'maskattn';
 import {
-  referenceAttention, rng, uniform, mismatch, roundToHalf, halfToNumber, halfBits,
+  referenceAttention, rng, uniform, mismatch, roundToHalf, halfToNumber, halfBits, roundToBf16, bf16ToNumber, bf16Bits,
 } from './reference.mjs';
+
+/** The 16-bit storage formats, each by reference.mjs's own model: rounding, value of bits, bits. */
+const FORMATS16 = {
+  float16: { round: roundToHalf, value: halfToNumber, bits: halfBits },
+  bfloat16: { round: roundToBf16, value: bf16ToNumber, bits: bf16Bits },
+};
+/** Every float dtype a cache stores values of exactly as its format rounds them. */
+const FLOAT_DTYPES = ['float32', ...Object.keys(FORMATS16)];
+const bytesPerValue = (dtype) => (dtype === 'float32' ? 4 : 2);
 
 const ATOL = 1e-5;
 
@@ -32,7 +42,7 @@ function randomTensor(random, B, H, L, D, layout = 'bhld') {
 
 /**
  * What a cache holds, tracked in JavaScript: per sequence and KV head, the rows of K and V (as the
- * cache stores them: float16 caches round float input, raw halves are decoded). Knows nothing of
+ * cache stores them: 16-bit caches round float input, raw 16-bit values are decoded). Knows nothing of
  * rings: it keeps every position; a window is an attention rule on top.
  */
 class Model {
@@ -46,8 +56,9 @@ class Model {
   }
 
   _value(data, n) {
-    if (data instanceof Uint16Array) return halfToNumber(data[n]);
-    return this.dtype === 'float16' ? roundToHalf(data[n]) : data[n];
+    const format = FORMATS16[this.dtype];
+    if (data instanceof Uint16Array) return format.value(data[n]);
+    return format ? format.round(data[n]) : data[n];
   }
 
   append(k, v, { counts = null, layout = 'bhld' } = {}) {
@@ -221,9 +232,9 @@ for (const buildInfo of BUILDS) {
 
     // ---------------------------------------------------------------------------- equivalence
 
-    for (const dtype of ['float32', 'float16']) {
+    for (const dtype of FLOAT_DTYPES) {
       test(`${dtype}: ragged appends with counts, several appends, GQA, every attention option`, () => {
-        const random = rng(dtype === 'float32' ? 101 : 202);
+        const random = rng({ float32: 101, float16: 202, bfloat16: 212 }[dtype]);
         const config = { batch: 3, kvHeads: 2, capacity: 24, headDim: 16, valueDim: 12, dtype };
         const Hq = 8;  // GQA: 4 query heads per KV head
         const p = pair(ma, config);
@@ -240,9 +251,9 @@ for (const buildInfo of BUILDS) {
           const step = (T, counts) => {
             let k = randomTensor(random, 3, 2, T, 16);
             let v = randomTensor(random, 3, 2, T, 12);
-            if (dtype === 'float16' && ++steps % 2 === 0) {  // every other step as raw halves
-              k = tensor(Uint16Array.from(k.data, halfBits), k.shape);
-              v = tensor(Uint16Array.from(v.data, halfBits), v.shape);
+            if (FORMATS16[dtype] && ++steps % 2 === 0) {  // every other step as raw 16-bit values
+              k = tensor(Uint16Array.from(k.data, FORMATS16[dtype].bits), k.shape);
+              v = tensor(Uint16Array.from(v.data, FORMATS16[dtype].bits), v.shape);
             }
             p.append(k, v, counts ? { counts } : undefined);
           };
@@ -265,7 +276,7 @@ for (const buildInfo of BUILDS) {
 
     test('truncate then re-append: the rolled-back positions are replaced, never seen', () => {
       const random = rng(303);
-      for (const dtype of ['float32', 'float16']) {
+      for (const dtype of FLOAT_DTYPES) {
         const p = pair(ma, { batch: 2, kvHeads: 1, capacity: 16, headDim: 8, dtype });
         try {
           const step = (T) => p.append(randomTensor(random, 2, 1, T, 8), randomTensor(random, 2, 1, T, 8));
@@ -313,16 +324,16 @@ for (const buildInfo of BUILDS) {
 
     // ---------------------------------------------------------------------------- sliding window
 
-    for (const dtype of ['float32', 'float16']) {
+    for (const dtype of FLOAT_DTYPES) {
       test(`${dtype}: window ring wraps around; equals a full cache with window [W - 1, 0]`, () => {
-        const random = rng(dtype === 'float32' ? 505 : 606);
+        const random = rng({ float32: 505, float16: 606, bfloat16: 616 }[dtype]);
         const W = 5;
         const capacity = 7;  // >= W + Lq - 1 for Lq <= 3
         const config = { batch: 2, kvHeads: 1, headDim: 8, valueDim: 6, dtype };
         const ring = pair(ma, { ...config, capacity, window: W });
         const full = ma.createKVCache({ ...config, capacity: 64 });
         try {
-          assert.equal(ring.cache.byteLength, 2 * 1 * capacity * (8 + 6) * (dtype === 'float16' ? 2 : 4));
+          assert.equal(ring.cache.byteLength, 2 * 1 * capacity * (8 + 6) * bytesPerValue(dtype));
           const steps = [[3], [1], [2, [2, 0]], [12], [1], [1, [0, 1]], [3], [2], [1], [10, [9, 4]], [1]];
           for (const [T, counts] of steps) {
             const k = randomTensor(random, 2, 1, T, 8);
@@ -355,6 +366,60 @@ for (const buildInfo of BUILDS) {
         }
       });
     }
+
+    test('window ring with sink tokens past 2^22 tokens seen: attends what it holds, memory flat', () => {
+      // Endless generation in bounded memory: positions count on (to ma.limits.maxRingLength) while
+      // the ring holds its capacity; each check against the float64 softmax over read()'s rows.
+      const random = rng(4242);
+      const W = 6, S = 2, D = 4, T = 1 << 16;
+      const cache = ma.createKVCache({ batch: 2, kvHeads: 1, capacity: W + S + 1, headDim: D, window: W, sinkTokens: S, dtype: 'bfloat16' });
+      try {
+        const bytes = cache.byteLength;
+        const k = new Float32Array(2 * T * D), v = new Float32Array(2 * T * D);
+        const check = (label) => {
+          const Lq = 2;
+          const q = randomTensor(random, 2, 1, Lq, D);
+          const got = cache.attend(q).output.data;
+          for (let b = 0; b < 2; ++b) {
+            const { key, value, start, sinks } = cache.read(b);
+            const len = cache.lengths[b], n = key.shape[1];
+            assert.equal(start + n - sinks, len, `${label}: read() ends at the length`);
+            for (let i = 0; i < Lq; ++i) {
+              const pos = len - Lq + i;
+              const logits = [];
+              for (let r = 0; r < n; ++r) {
+                const at = r < sinks ? r : start + r - sinks;
+                const allowed = at <= pos && (at < S || at > pos - W);
+                let dot = 0;
+                for (let d = 0; d < D; ++d) dot += q.data[(b * Lq + i) * D + d] * key.data[r * D + d];
+                logits.push(allowed ? dot / Math.sqrt(D) : -Infinity);
+              }
+              const m = Math.max(...logits);
+              const w = logits.map((x) => Math.exp(x - m));
+              const l = w.reduce((a, x) => a + x, 0);
+              for (let c = 0; c < D; ++c) {
+                const want = w.reduce((a, x, r) => a + (x / l) * value.data[r * D + c], 0);
+                const have = got[(b * Lq + i) * D + c];
+                assert.ok(Math.abs(have - want) <= ATOL, `${label}: sequence ${b} row ${i} col ${c}: ${have} vs ${want}`);
+              }
+            }
+          }
+        };
+        while (cache.lengths[0] < 2 ** 22 + 3000) {
+          for (let t = T - 12; t < T; ++t)  // the rows the ring keeps get fresh values
+            for (let b = 0; b < 2; ++b)
+              for (let d = 0; d < D; ++d) { k[(b * T + t) * D + d] = random() * 2 - 1; v[(b * T + t) * D + d] = random() * 2 - 1; }
+          const n = cache.lengths[0] < 2 ** 22 ? T : 3001;
+          cache.append(tensor(k.subarray(0, 2 * T * D), [2, 1, T, D]), tensor(v.subarray(0, 2 * T * D), [2, 1, T, D]), { counts: [n, n - 7] });
+          if (cache.lengths[0] % (16 * T) < T || n !== T) check(`${cache.lengths[0]} tokens`);
+        }
+        assert.ok(cache.lengths[1] > 2 ** 22);
+        assert.equal(cache.byteLength, bytes, 'the ring holds its slots');
+        assert.equal(ma.limits.maxRingLength, 2 ** 31 - 1);
+      } finally {
+        cache.dispose();
+      }
+    });
 
     test('window ring: queries reaching overwritten positions are an error; uniform averages what it holds; truncate', () => {
       const random = rng(555);
@@ -479,7 +544,7 @@ for (const buildInfo of BUILDS) {
       }
     });
 
-    // ---------------------------------------------------------------------------- float16 storage
+    // ---------------------------------------------------------------------------- 16-bit storage
 
     // Each query attends exactly its own position (causal, window [0, 0]), so the output row is
     // V's row and, with D = 1, q = 1 and scale 1, the lse is K's value: both bit for bit.
@@ -489,71 +554,83 @@ for (const buildInfo of BUILDS) {
       return { v: r.output.data, k: r.lse.data, Dv };
     };
 
-    test('float16: float input rounds to nearest even (ties, subnormals, overflow, infinities, NaN)', () => {
-      const random = rng(1234);
-      const special = [
+    // Values at each format's edges: ties, subnormals, overflow, infinities, NaN.
+    const SPECIAL = {
+      float16: [
         0, 1, -1, 1 + 2 ** -11, 1 + 3 * 2 ** -11, 1 - 2 ** -12, 2049, 2051, -2051, 65504, 65519.99, 65520, -65520, 3.4e38,
         2 ** -24, 2 ** -25, 2 ** -25 * 1.0000001, 3 * 2 ** -25, 5 * 2 ** -25, 2 ** -14 - 2 ** -25, 2 ** -14 + 2 ** -24,
         1e-8, -1e-8, 1.401298464324817e-45, Infinity, -Infinity, NaN, 0.1, -0.3, Math.PI, 1000.5, 1001.5,
-      ];
-      const values = new Float32Array(4096);
-      values.set(special);
-      // The rest: random float32 bit patterns with exponents across the whole range.
-      const bits = new Uint32Array(values.buffer);
-      for (let n = special.length; n < values.length; ++n) bits[n] = Math.floor(random() * 2 ** 32);
-      const L = values.length / 16;
-      const cache = ma.createKVCache({ capacity: L, headDim: 1, valueDim: 16, dtype: 'float16' });
-      const kCache = ma.createKVCache({ capacity: values.length, headDim: 1, valueDim: 1, dtype: 'float16' });
-      try {
-        cache.append(tensor(new Float32Array(L), [1, 1, L, 1]), tensor(values, [1, 1, L, 16]));
-        const { v } = readBack(cache, L, 16);
-        kCache.append(tensor(values, [1, 1, values.length, 1]), tensor(new Float32Array(values.length), [1, 1, values.length, 1]));
-        const { k } = readBack(kCache, values.length, 1);
-        for (let n = 0; n < values.length; ++n) {
-          const want = roundToHalf(values[n]);
-          const got = v[n];
-          // (=== : the sign of a zero is not observable through the output, accumulated from 0.)
-          if (Number.isNaN(want)) assert.ok(Number.isNaN(got), `V: ${values[n]} -> NaN, got ${got}`);
-          else assert.ok(got === want, `V: ${values[n]} (bits ${bits[n].toString(16)}) rounds to ${want}, got ${got}`);
-          if (!Number.isFinite(want)) continue;  // an infinite logit is NaN after max-subtraction
-          assert.ok(k[n] === want, `K: ${values[n]} rounds to ${want}, got ${k[n]}`);
-        }
-      } finally {
-        cache.dispose();
-        kCache.dispose();
-      }
-    });
-
-    test('float16: Uint16Array halves are stored as given (all 65536 patterns round-trip)', () => {
-      const all = Uint16Array.from({ length: 65536 }, (_, h) => h);
-      const L = 4096;
-      const cache = ma.createKVCache({ capacity: L, headDim: 1, valueDim: 16, dtype: 'float16' });
-      const kCache = ma.createKVCache({ capacity: 65536, headDim: 1, valueDim: 1, dtype: 'float16' });
-      try {
-        cache.append(tensor(new Uint16Array(L).fill(0x3c00), [1, 1, L, 1]), tensor(all, [1, 1, L, 16]));
-        const { v } = readBack(cache, L, 16);
-        kCache.append(tensor(all, [1, 1, 65536, 1]), tensor(new Uint16Array(65536), [1, 1, 65536, 1]));
-        const { k } = readBack(kCache, 65536, 1);
-        for (let h = 0; h < 65536; ++h) {
-          const want = halfToNumber(h);
-          // (=== : -0 and +0 are told apart by the bits only, and the output is accumulated from 0.)
-          if (Number.isNaN(want)) assert.ok(Number.isNaN(v[h]) && Number.isNaN(k[h]), `NaN pattern ${h}`);
-          else {
-            assert.ok(v[h] === want, `V half ${h}: ${want}, got ${v[h]}`);
-            if (Number.isFinite(want)) assert.ok(k[h] === want, `K half ${h}: ${want}, got ${k[h]}`);
+      ],
+      bfloat16: [
+        0, 1, -1, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 - 2 ** -9, 257, 259, -259, 3.3895313892515355e38, 3.4e38,
+        3.4028234663852886e38, -3.4028234663852886e38, 2 ** -126, 2 ** -133, 2 ** -134, 3 * 2 ** -134, 2 ** -126 - 2 ** -134,
+        1e-40, -1e-40, 1.401298464324817e-45, Infinity, -Infinity, NaN, 0.1, -0.3, Math.PI, 1000.5, 1001.5,
+      ],
+    };
+    for (const [format, { round, value }] of Object.entries(FORMATS16)) {
+      test(`${format}: float input rounds to nearest even (ties, subnormals, overflow, infinities, NaN)`, () => {
+        const random = rng(format === 'float16' ? 1234 : 1235);
+        const special = SPECIAL[format];
+        const values = new Float32Array(4096);
+        values.set(special);
+        // The rest: random float32 bit patterns with exponents across the whole range.
+        const bits = new Uint32Array(values.buffer);
+        for (let n = special.length; n < values.length; ++n) bits[n] = Math.floor(random() * 2 ** 32);
+        const L = values.length / 16;
+        const cache = ma.createKVCache({ capacity: L, headDim: 1, valueDim: 16, dtype: format });
+        const kCache = ma.createKVCache({ capacity: values.length, headDim: 1, valueDim: 1, dtype: format });
+        try {
+          cache.append(tensor(new Float32Array(L), [1, 1, L, 1]), tensor(values, [1, 1, L, 16]));
+          const { v } = readBack(cache, L, 16);
+          kCache.append(tensor(values, [1, 1, values.length, 1]), tensor(new Float32Array(values.length), [1, 1, values.length, 1]));
+          const { k } = readBack(kCache, values.length, 1);
+          for (let n = 0; n < values.length; ++n) {
+            const want = round(values[n]);
+            const got = v[n];
+            // (=== : the sign of a zero is not observable through the output, accumulated from 0.)
+            if (Number.isNaN(want)) assert.ok(Number.isNaN(got), `V: ${values[n]} -> NaN, got ${got}`);
+            else assert.ok(got === want, `V: ${values[n]} (bits ${bits[n].toString(16)}) rounds to ${want}, got ${got}`);
+            if (!Number.isFinite(want)) continue;  // an infinite logit is NaN after max-subtraction
+            assert.ok(k[n] === want, `K: ${values[n]} rounds to ${want}, got ${k[n]}`);
           }
+        } finally {
+          cache.dispose();
+          kCache.dispose();
         }
-      } finally {
-        cache.dispose();
-        kCache.dispose();
-      }
-    });
+      });
+
+      test(`${format}: Uint16Array values are stored as given (all 65536 patterns round-trip)`, () => {
+        const all = Uint16Array.from({ length: 65536 }, (_, h) => h);
+        const L = 4096;
+        const cache = ma.createKVCache({ capacity: L, headDim: 1, valueDim: 16, dtype: format });
+        const kCache = ma.createKVCache({ capacity: 65536, headDim: 1, valueDim: 1, dtype: format });
+        const one = FORMATS16[format].bits(1);
+        try {
+          cache.append(tensor(new Uint16Array(L).fill(one), [1, 1, L, 1]), tensor(all, [1, 1, L, 16]));
+          const { v } = readBack(cache, L, 16);
+          kCache.append(tensor(all, [1, 1, 65536, 1]), tensor(new Uint16Array(65536), [1, 1, 65536, 1]));
+          const { k } = readBack(kCache, 65536, 1);
+          for (let h = 0; h < 65536; ++h) {
+            const want = value(h);
+            // (=== : -0 and +0 are told apart by the bits only, and the output is accumulated from 0.)
+            if (Number.isNaN(want)) assert.ok(Number.isNaN(v[h]) && Number.isNaN(k[h]), `NaN pattern ${h}`);
+            else {
+              assert.ok(v[h] === want, `V half ${h}: ${want}, got ${v[h]}`);
+              if (Number.isFinite(want)) assert.ok(k[h] === want, `K half ${h}: ${want}, got ${k[h]}`);
+            }
+          }
+        } finally {
+          cache.dispose();
+          kCache.dispose();
+        }
+      });
+    }
 
     // ---------------------------------------------------------------------------- errors
 
     test('appending past capacity: RangeError naming the sequence; nothing written', () => {
       const random = rng(1111);
-      for (const dtype of ['float32', 'float16']) {
+      for (const dtype of FLOAT_DTYPES) {
         const p = pair(ma, { batch: 2, kvHeads: 1, capacity: 6, headDim: 4, dtype });
         try {
           p.append(randomTensor(random, 2, 1, 5, 4), randomTensor(random, 2, 1, 5, 4), { counts: [5, 2] });
@@ -643,7 +720,8 @@ for (const buildInfo of BUILDS) {
       bad({ headDim: null }, TypeError, 'headDim');
       bad({ headDim: 2 ** 60 }, RangeError, 'headDim');
       bad({ valueDim: -2 }, RangeError, 'valueDim', '-2');
-      bad({ dtype: 'bfloat16' }, TypeError, 'dtype', 'bfloat16');
+      bad({ dtype: 'float8' }, TypeError, 'dtype', 'float8');
+      bad({ dtype: 'bf16' }, TypeError, 'dtype', 'bf16');
       bad({ dtype: Float32Array }, TypeError, 'dtype');
       bad({ window: -1 }, RangeError, 'window', '-1');
       bad({ window: 0.5 }, RangeError, 'window', '0.5');

@@ -63,6 +63,13 @@ test('README KV cache example runs and prints the documented results', () => {
   assert.match(out, /bytes 8192/);
 });
 
+test('docs/kv-cache.md RoPE scaling example (Llama 3.1, Qwen2.5 configs) runs and prints the resolved scaling', () => {
+  const out = runExample('js-rope-scaling');
+  assert.match(out, /type: 'yarn'/);
+  assert.match(out, /betaFast: 32/);
+  assert.match(out, /attentionFactor: 1\.1386/);
+});
+
 test('every js example of README.md and docs/*.md ran above', () => {
   assert.deepEqual(Object.keys(found).filter((n) => !tested.has(n)), [], 'js examples with no test in tests/js/readme.test.mjs');
 });

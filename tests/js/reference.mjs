@@ -58,8 +58,61 @@ function flatIds(x) {
 // RoPE from its definition: pair i = (x, y) of row l (at position first + l + offset) becomes
 // (x cos a - y sin a, x sin a + y cos a), a = position · theta^(-2i/dims); pairs (i, i + dims/2)
 // ('halves') or (2i, 2i + 1) ('interleaved'); dims 0 = all of D. Returns an accessor of the copy.
-export function rotated(T, { theta = 10000, dims = 0, layout = 'halves', offset = 0 }, first, F = (x) => x) {
+/**
+ * RoPE's frequency of each pair (n rotated dims) and the rotated pairs' scale, for a sequence of
+ * `length` positions (offset included), from the published definitions of each rope_scaling type
+ * (Hugging Face's: linear, dynamic NTK, Llama 3.1, YaRN, LongRoPE, per-pair factors), in float64.
+ */
+export function ropeFrequencies({ theta = 10000, scaling = null }, n, length) {
+  const s = scaling ?? { type: 'none' };
+  const orig = s.originalMaxPositions;
+  let base = theta;
+  if (s.type === 'dynamic') base *= (s.factor * Math.max(length, orig) / orig - (s.factor - 1)) ** (n / (n - 2));
+  const inv = Array.from({ length: n / 2 }, (_, i) => base ** (-2 * i / n));
+  const mscale = (f, m) => (f <= 1 ? 1 : 0.1 * m * Math.log(f) + 1);
+  let attention = 1;
+  if (s.type === 'linear') return { inv: inv.map((x) => x / s.factor), attention };
+  if (s.type === 'llama3') {
+    return {
+      inv: inv.map((x) => {
+        const wavelen = 2 * Math.PI / x;
+        if (wavelen < orig / s.highFreqFactor) return x;
+        if (wavelen > orig / s.lowFreqFactor) return x / s.factor;
+        const smooth = (orig / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        return (1 - smooth) * x / s.factor + smooth * x;
+      }),
+      attention,
+    };
+  }
+  if (s.type === 'yarn') {
+    const at = (rotations) => (n * Math.log(orig / (rotations * 2 * Math.PI))) / (2 * Math.log(base));
+    const low = Math.max(Math.floor(at(s.betaFast ?? 32)), 0);
+    let high = Math.min(Math.ceil(at(s.betaSlow ?? 1)), n - 1);
+    if (low === high) high += 0.001;
+    if (s.attentionFactor !== undefined) attention = s.attentionFactor;
+    else if (s.mscale && s.mscaleAllDim) attention = mscale(s.factor, s.mscale) / mscale(s.factor, s.mscaleAllDim);
+    else attention = mscale(s.factor, 1);
+    return {
+      inv: inv.map((x, i) => {
+        const ramp = Math.min(Math.max((i - low) / (high - low), 0), 1);
+        return (x / s.factor) * ramp + x * (1 - ramp);
+      }),
+      attention,
+    };
+  }
+  if (s.type === 'longrope') {
+    const factor = s.factor || 1;
+    attention = s.attentionFactor ?? (factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(orig)));
+    const ext = length > orig ? s.longFactor : s.shortFactor;
+    return { inv: inv.map((x, i) => x / ext[i]), attention };
+  }
+  if (s.type === 'factors') return { inv: inv.map((x, i) => x / s.freqFactors[i]), attention: s.attentionFactor ?? 1 };
+  return { inv, attention };
+}
+
+export function rotated(T, { theta = 10000, dims = 0, layout = 'halves', offset = 0, scaling = null }, first, F = (x) => x) {
   const n = dims || T.D;
+  const { inv, attention } = ropeFrequencies({ theta, scaling }, n, first + T.L + offset);
   const data = new Float64Array(T.B * T.H * T.L * T.D);
   const idx = (b, h, l, d) => ((b * T.H + h) * T.L + l) * T.D + d;
   for (let b = 0; b < T.B; ++b)
@@ -67,12 +120,12 @@ export function rotated(T, { theta = 10000, dims = 0, layout = 'halves', offset 
       for (let l = 0; l < T.L; ++l) {
         for (let d = 0; d < T.D; ++d) data[idx(b, h, l, d)] = T.at(b, h, l, d);
         for (let i = 0; i < n / 2; ++i) {
-          const a = (first + l + offset) * theta ** (-2 * i / n);
+          const a = (first + l + offset) * inv[i];
           const xi = layout === 'interleaved' ? 2 * i : i;
           const yi = layout === 'interleaved' ? 2 * i + 1 : i + n / 2;
           const x = T.at(b, h, l, xi), y = T.at(b, h, l, yi);
-          data[idx(b, h, l, xi)] = F(x * Math.cos(a) - y * Math.sin(a));
-          data[idx(b, h, l, yi)] = F(x * Math.sin(a) + y * Math.cos(a));
+          data[idx(b, h, l, xi)] = F((x * Math.cos(a) - y * Math.sin(a)) * attention);
+          data[idx(b, h, l, yi)] = F((x * Math.sin(a) + y * Math.cos(a)) * attention);
         }
       }
   return { B: T.B, H: T.H, L: T.L, D: T.D, at: (b, h, l, d) => data[idx(b, h, l, d)] };
@@ -338,4 +391,49 @@ export function halfBits(x) {
   let e = -14;
   while (2 ** (e + 1) <= a) e += 1;
   return sign | ((e + 15) << 10) | (a / 2 ** (e - 10) - 1024);
+}
+
+// ------------------------------------------------------------------------------------------
+// bfloat16, written from its definition with plain arithmetic: float32's 1 sign bit and 8 exponent
+// bits (bias 127), 7 fraction bits; subnormals are f * 2^-133.
+
+const BF16_MAX = (2 - 2 ** -7) * 2 ** 127;
+
+/** The bfloat16 value nearest to x (round to nearest, ties to even), as a number; NaN stays NaN. */
+export function roundToBf16(x) {
+  if (Number.isNaN(x) || x === 0 || !Number.isFinite(x)) return x;
+  const a = Math.abs(x);
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e -= 1;
+  else if (2 ** (e + 1) <= a) e += 1;
+  const quantum = 2 ** (Math.max(e, -126) - 7);
+  const r = a / quantum;
+  const floor = Math.floor(r);
+  const frac = r - floor;
+  const n = frac > 0.5 || (frac === 0.5 && floor % 2 === 1) ? floor + 1 : floor;
+  const h = n * quantum > BF16_MAX ? Infinity : n * quantum;
+  return x < 0 ? -h : h;
+}
+
+/** The value of bfloat16 bits b (0..65535). */
+export function bf16ToNumber(b) {
+  const sign = b & 0x8000 ? -1 : 1;
+  const e = (b >> 7) & 255;
+  const f = b & 127;
+  if (e === 0) return sign * f * 2 ** -133;
+  if (e === 255) return f === 0 ? sign * Infinity : NaN;
+  return sign * (128 + f) * 2 ** (e - 134);
+}
+
+/** The bits of the bfloat16 nearest to x (NaN -> 0x7fc0). */
+export function bf16Bits(x) {
+  const h = roundToBf16(x);
+  if (Number.isNaN(h)) return 0x7fc0;
+  const sign = h < 0 || Object.is(h, -0) ? 0x8000 : 0;
+  const a = Math.abs(h);
+  if (a === Infinity) return sign | 0x7f80;
+  if (a < 2 ** -126) return sign | (a * 2 ** 133);
+  let e = -126;
+  while (2 ** (e + 1) <= a) e += 1;
+  return sign | ((e + 127) << 7) | (a / 2 ** (e - 7) - 128);
 }

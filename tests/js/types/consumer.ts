@@ -9,7 +9,7 @@ import {
 import type {
   Tensor, Backend, InitOptions, Layout, Align, FullyMaskedPolicy, MaskOptions, AttentionOptions,
   AttentionResult, Stats, WorkspaceShapes, MaskTensor, AlignOptions,
-  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions, BuildName, Limits, RopeOptions, RopeLayout,
+  KVDtype, KVInput, KVCacheOptions, KVAppendOptions, KVAttendOptions, BuildName, Limits, RopeOptions, RopeLayout, RopeScaling, ResolvedRope,
 } from 'maskattn';
 
 const haveSimd: boolean = simdSupported();
@@ -154,8 +154,16 @@ async function main(): Promise<void> {
     const ropeLayout: RopeLayout = 'halves';
     ma.attention(q, k, v, { rope, causal: true });
     const roped = ma.createKVCache({ capacity: 16, headDim: D, rope: { layout: ropeLayout } });
-    const ropeConfig: Readonly<Required<RopeOptions>> | null = roped.config.rope;
-    console.log(ropeConfig?.theta, ropeConfig?.dims);
+    const ropeConfig: ResolvedRope | null = roped.config.rope;
+    console.log(ropeConfig?.theta, ropeConfig?.dims, ropeConfig?.scaling?.attentionFactor);
+    // A model's rope_scaling block, typed per type.
+    const llama31: RopeScaling = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositions: 8192 };
+    ma.attention(q, k, v, { rope: { theta: 500000, scaling: llama31 } });
+    ma.createKVCache({ capacity: 16, headDim: D, dtype: 'bfloat16', rope: { scaling: { type: 'yarn', factor: 4, originalMaxPositions: 32768 } } });
+    // @ts-expect-error llama3 needs its low and high frequency factors
+    ma.attention(q, k, v, { rope: { scaling: { type: 'llama3', factor: 8, originalMaxPositions: 8192 } } });
+    // @ts-expect-error scaling types are linear, dynamic, llama3, yarn, longrope, factors
+    ma.attention(q, k, v, { rope: { scaling: { type: 'ntk', factor: 2 } } });
     // @ts-expect-error the cache's rope applies: attend takes none
     roped.attend(step, { rope });
     // @ts-expect-error layouts are 'halves' | 'interleaved'
@@ -171,8 +179,8 @@ async function main(): Promise<void> {
     cache.attend(step, { keyLengths: [1, 1] });
     // @ts-expect-error capacity is required
     ma.createKVCache({ headDim: D });
-    // @ts-expect-error 'bfloat16' is not a cache dtype
-    ma.createKVCache({ capacity: 8, headDim: D, dtype: 'bfloat16' });
+    // @ts-expect-error 'float8' is not a cache dtype
+    ma.createKVCache({ capacity: 8, headDim: D, dtype: 'float8' });
     // @ts-expect-error lengths is read-only
     cache.lengths = lengths;
     // @ts-expect-error unknown append option
