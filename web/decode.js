@@ -153,7 +153,7 @@ export function setupDecode(els, { getMa, expose }) {
       for (let n = 0; n < a.length; n++) err = Math.max(err, Math.abs(a[n] - b[n]));
       return err;
     };
-    // A float16/q8/q4 cache beside a float32 one fed the same rows: how far rounding moves the output.
+    // A float16/bfloat16/q8/q4 cache beside a float32 one fed the same rows: how far rounding moves the output.
     const float32 = s.reference ? s.reference.attend(q, options) : result;
     s.error = s.reference ? maxDiff(result.output.data, float32.output.data) : 0;
     // RoPE: the float32 rope cache against rotating Q and K in JavaScript, then a plain cache.
@@ -377,7 +377,7 @@ export function setupDecode(els, { getMa, expose }) {
     const maxV = s.maxV;
     const quantized = s.dtype === 'q8' || s.dtype === 'q4';
     els.memory.textContent = s.dtype === 'float32'
-      ? `Memory held: ${s.cache.byteLength} bytes (${s.B} × ${HKV} × ${s.capacity} slots × (${D} + ${D}) × 4 bytes). Pick float16, q8 or q4 to see what rounding the stored K and V costs.`
+      ? `Memory held: ${s.cache.byteLength} bytes (${s.B} × ${HKV} × ${s.capacity} slots × (${D} + ${D}) × 4 bytes). Pick float16, bfloat16, q8 or q4 to see what rounding the stored K and V costs.`
       : `Memory held: ${s.cache.byteLength} bytes, ${(s.cache.byteLength / f32Bytes).toFixed(2)}× a float32 cache's ${f32Bytes}` +
         (quantized ? ` (blocks of 32 with a 4-byte scale: at this head size of ${D} a row still takes a whole block; at D = 128 ${s.dtype} takes ${s.dtype === 'q8' ? '0.28' : '0.16'}×)` : '') +
         `. Against a float32 cache fed the same rows, the output moves by at most ${s.error.toExponential(2)} (${(100 * s.error / maxV).toFixed(3)}% of max |V|).`;

@@ -300,7 +300,7 @@ test('branching panel: forks share pages, a draft tree is verified and its accep
   assert.deepEqual(problems.slice(before), []);
 });
 
-test('decode panel: q8 and q4 caches show their memory and their error against a float32 cache', async () => {
+test('decode panel: q8, q4, float16 and bfloat16 caches show their memory and their error against a float32 cache', async () => {
   const before = problems.length;
   const page = await openDemo();
   await page.locator('#decode').scrollIntoViewIfNeeded();
@@ -309,7 +309,7 @@ test('decode panel: q8 and q4 caches show their memory and their error against a
   assert.equal(s.error, 0);
   const f32Bytes = s.byteLength;
   assert.equal(s.float32ByteLength, f32Bytes);
-  for (const [dtype, blockBytes, bound] of [['q8', 36, 0.02], ['q4', 20, 0.15], ['float16', null, 0.002]]) {
+  for (const [dtype, blockBytes, bound] of [['q8', 36, 0.02], ['q4', 20, 0.15], ['float16', null, 0.002], ['bfloat16', null, 0.008]]) {
     const stepsBefore = s.step;
     s = await act(page, () => page.selectOption('#decode-dtype', dtype));
     assert.equal(s.dtype, dtype);
