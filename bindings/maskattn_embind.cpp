@@ -439,6 +439,8 @@ emscripten::val limits() {
 // measure it before and after many calls.
 double heap_in_use() { return double(uint32_t(mallinfo().uordblks)); }
 
+extern "C" double maskattn_read_probe(double megabytes, double threads, double reps);  // read_probe.cpp
+
 std::string last_error_message() { return g_error_message; }
 std::string last_error_argument() { return g_error_argument; }
 
@@ -502,6 +504,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("callArgsLayout", &call_args_layout);
   function("limits", &limits);
   function("heapInUse", &heap_in_use);
+  function("readProbe", &maskattn_read_probe);
   function("kvCreate", &kv_create);
   function("ropeAttentionFactor", &rope_attention_factor);
   function("kvDestroy", &kv_destroy);

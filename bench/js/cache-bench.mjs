@@ -1,10 +1,12 @@
 // Node benchmark, WebAssembly: one decode step (attend one query per head over a resident KV cache)
 // for every cache dtype (float32, float16, q8, q4, q8 keys / q4 values, bfloat16) in every wasm build (SIMD128,
-// relaxed SIMD, scalar, and the threaded relaxed build at 1 and 2 threads), on the MHA shape
+// relaxed SIMD, scalar, and the threaded relaxed build at 1 and 2 threads), with each build's
+// read probe (256 MiB summed by that build in this engine: the step's roofline), on the MHA shape
 // 1 x 32/32 x 2048 x 128 and the GQA shape 1 x 32/8 x 4096 x 128. Interleaved: each repetition
 // measures every (build, dtype) pair in a new random order; two caches of each rotate so K/V do not
 // stay in the CPU cache; medians. Prints ms per step, GB/s of K/V read, the ratio to the float32
-// cache of the same build, and each dtype's error against float32 (max |dO| / max |V|, cosine).
+// cache of the same build, its share of the build's read probe at the same thread count, and each
+// dtype's error against float32 (max |dO| / max |V|, cosine).
 //
 //   node bench/js/cache-bench.mjs [--quick] [--shape mha|gqa|both] [--json FILE]
 import v8 from 'node:v8';
@@ -49,9 +51,12 @@ for (const b of BUILDS) {
   if (!modules.has(key)) modules.set(key, await init(b.options));
   b.ma = modules.get(key);
 }
+// Each build's read bandwidth in this engine at the thread counts it is timed at (best of 5).
+for (const b of BUILDS) b.probe = b.ma._m.readProbe(256, b.threads, 5);
 const info = machine();
 console.log(`KV cache decode step in WebAssembly (Node ${process.versions.node}), ${info.cpu}, ${info.cores} cores; ${info.date}` +
   `${args.quick ? ' (QUICK run)' : ''}; median of ${REPS}`);
+console.log(`read probe (256 MiB, GB/s): ${BUILDS.map((b) => `${b.name} ${b.probe.toFixed(1)}`).join(', ')}`);
 
 const results = [];
 for (const s of SHAPES) {
@@ -90,7 +95,7 @@ for (const s of SHAPES) {
     if ((r + 1) % 5 === 0) process.stderr.write(`  ${r + 1}/${REPS}\n`);
   }
   console.log(`\n${s.name}: B=1 Hq=${s.Hq} Hkv=${s.Hkv} Lq=1 L=${s.L} D=${s.D}`);
-  console.log(`${pad('build', 20)} ${pad('dtype', 7)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('vs f32', 8)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
+  console.log(`${pad('build', 20)} ${pad('dtype', 7)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('% probe', 8)} ${lpad('vs f32', 8)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
   for (const b of BUILDS) {
     const mine = pairs.filter((p) => p.build === b);
     const f32 = median(mine[0].times);
@@ -100,8 +105,10 @@ for (const s of SHAPES) {
       const ref = mine[0].out;
       const row = { shape: s.name, build: b.name, dtype: p.dtype.name, ms, gbs: bytes / ms / 1e6, vs_f32: f32 / ms,
         error: maxAbsDiff(p.out, ref) / maxV, cosine: cosine(p.out, ref) };
+      row.probe_share = row.gbs / b.probe;
       results.push(row);
       console.log(`${pad(b.name, 20)} ${pad(row.dtype, 7)} ${lpad(ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
+        `${lpad(`${(100 * row.probe_share).toFixed(0)}%`, 8)} ` +
         `${lpad(`${row.vs_f32.toFixed(2)}x`, 8)} ${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
     }
   }
