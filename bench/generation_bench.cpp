@@ -42,17 +42,10 @@ struct Variant {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  int threads = 1;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    if (arg == "--quick") quick = true;
-    else if (arg == "--threads" && a + 1 < argc) threads = std::atoi(argv[++a]);
-    else {
-      std::fprintf(stderr, "usage: maskattn_generation_bench [--quick] [--threads N]\n");
-      return 2;
-    }
-  }
+  bench::QuickThreads args;
+  if (!bench::parse_quick_threads(argc, argv, "maskattn_generation_bench", args)) return 2;
+  const bool quick = args.quick;
+  const int threads = args.threads;
   const int reps = quick ? 15 : 61, copies = 3;
   std::vector<Variant> variants;
   for (maskattn::KVType t : {maskattn::KVType::f32, maskattn::KVType::q8}) {

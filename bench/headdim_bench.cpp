@@ -59,17 +59,10 @@ struct PrefillCase {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  int threads = 1;
-  for (int a = 1; a < argc; ++a) {
-    const std::string arg = argv[a];
-    if (arg == "--quick") quick = true;
-    else if (arg == "--threads" && a + 1 < argc) threads = std::atoi(argv[++a]);
-    else {
-      std::fprintf(stderr, "usage: maskattn_headdim_bench [--quick] [--threads N]\n");
-      return 2;
-    }
-  }
+  bench::QuickThreads args;
+  if (!bench::parse_quick_threads(argc, argv, "maskattn_headdim_bench", args)) return 2;
+  const bool quick = args.quick;
+  const int threads = args.threads;
   std::mt19937 rng(11);
   const int reps = quick ? 7 : 21, copies = 4;
   std::vector<DecodeCase> decode;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -14,6 +16,25 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The `[--quick] [--threads N]` arguments several benchmarks take: false (after the usage line on
+// stderr) for anything else.
+struct QuickThreads {
+  bool quick = false;
+  int threads = 1;
+};
+inline bool parse_quick_threads(int argc, char** argv, const char* program, QuickThreads& out) {
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--quick") out.quick = true;
+    else if (arg == "--threads" && a + 1 < argc) out.threads = std::atoi(argv[++a]);
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N]\n", program);
+      return false;
+    }
+  }
+  return true;
 }
 
 // "a,b,c" -> {"a", "b", "c"}.
