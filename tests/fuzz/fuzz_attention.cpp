@@ -12,7 +12,10 @@
 //   - RoPE (a base from 10^300 down to the smallest subnormal, offsets up to 2^31 - 1) on attention
 //     problems and caches: fused rotation against the reference's own;
 //   - merge_attention against its formula in double, including -inf and NaN lse and mismatches;
-//   - on the bytes a case leaves: merges with no rows, quantized appends at float's limits.
+//   - on the bytes a case leaves: merges with no rows, quantized appends at float's limits;
+//   - host executors (Options::executor): attention and cache attends sometimes run their tasks on
+//     a parallel_for of the harness's, one that keeps the contract (checked as usual) or one that
+//     breaks it (then the call must fail with ArgumentError("executor"), never answer).
 // A finding aborts with a message (libFuzzer then saves the input). Build and run:
 //   scripts/fuzz.sh [seconds]          (clang-19, -fsanitize=fuzzer,address,undefined)
 #include <fuzzer/FuzzedDataProvider.h>
@@ -28,6 +31,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "maskattn/maskattn.hpp"
@@ -399,19 +403,160 @@ bool untouched(const Problem& p) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Host executors. A call sometimes runs its tasks on a parallel_for of the harness's, chosen from
+// the bytes the case leaves (none left: maskattn's own pool, so the corpus's findings run as they
+// were found). Within the contract: in order, backwards, shuffled, a thread per task, or keeping a
+// copy of the task and calling every index again after the call. Breaking it: skipping a task,
+// calling one twice (after the others, or at once on two threads), calling an index outside
+// [0, n), throwing, returning early and calling the last task after the call; or an empty
+// executor. A host that broke the contract when it was called must make the call fail with
+// ArgumentError("executor") (its own exception when it throws), never answer; a call that fails
+// validation never reaches the executor; calls a kept copy makes after the call write nothing.
+// ---------------------------------------------------------------------------------------------
+struct HostStopped {};  // a host's own exception
+
+class FuzzHost {
+ public:
+  enum Kind { builtin, in_order, backwards, shuffled, threads, keeps_copy,  // within the contract
+              skips, twice, twice_at_once, outside, throws, late, empty };    // not
+  explicit FuzzHost(FuzzedDataProvider& in) {
+    const uint8_t k = in.ConsumeIntegral<uint8_t>();
+    pick_ = in.ConsumeIntegral<uint8_t>();
+    kind_ = k < 128 ? builtin : Kind(1 + (k - 128) % empty);
+  }
+  FuzzHost(const FuzzHost&) = delete;
+  FuzzHost& operator=(const FuzzHost&) = delete;
+
+  void install(Options& o) const {
+    if (kind_ == empty) o.executor = &empty_;
+    else if (kind_ != builtin) o.executor = &executor_;
+  }
+  bool called() const { return calls_ > 0; }
+  // Whether the call must fail because of the host: it was called and broke the contract.
+  bool must_fail() const { return kind_ >= skips && kind_ != empty && called(); }
+  bool throws_itself() const { return kind_ == throws; }
+  bool is_empty() const { return kind_ == empty; }
+  std::string name() const {
+    static const char* const names[] = {"builtin", "in_order", "backwards", "shuffled", "threads", "keeps_copy",
+                                        "skips", "twice", "twice_at_once", "outside", "throws", "late", "empty"};
+    return std::string(" executor=") + names[kind_] + "/" + std::to_string(pick_);
+  }
+  // The calls of a kept copy after the call has returned (they must do nothing).
+  void call_kept_copy() {
+    if (!kept_) return;
+    for (int64_t i = kind_ == late ? kept_n_ - 1 : 0; i < kept_n_; ++i) kept_(i);
+    kept_ = nullptr;
+  }
+  // An error the call threw, for a host that was used: FUZZ_CHECKs, and whether it was the host's.
+  bool expected_error(const ArgumentError& e) const {
+    if (is_empty()) {
+      FUZZ_CHECK(e.argument() == "executor" && e.is_type_error(), std::string("an empty executor: ") + e.what());
+      return true;
+    }
+    if (!must_fail()) {
+      FUZZ_CHECK(e.argument() != "executor", std::string("a host within the contract was reported: ") + e.what());
+      return false;
+    }
+    FUZZ_CHECK(!throws_itself(), std::string("the host's own exception was lost: ") + e.what());
+    FUZZ_CHECK(e.argument() == "executor", std::string("a host that broke the contract, reported as: ") + e.what());
+    return true;
+  }
+
+ private:
+  void parallel_for(int64_t n, const std::function<void(int64_t)>& task) {
+    ++calls_;
+    const int64_t j = int64_t(pick_) % n;
+    switch (kind_) {
+      case in_order: for (int64_t i = 0; i < n; ++i) task(i); break;
+      case backwards: for (int64_t i = n - 1; i >= 0; --i) task(i); break;
+      case shuffled: {
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), int64_t(0));
+        for (int64_t i = n - 1; i > 0; --i) std::swap(order[size_t(i)], order[size_t((pick_ * 7 + i * 13) % (i + 1))]);
+        for (int64_t i : order) task(i);
+        break;
+      }
+      case threads: {
+        std::vector<std::thread> t;
+        for (int64_t i = 0; i < n; ++i) t.emplace_back([&task, i] { task(i); });
+        for (auto& x : t) x.join();
+        break;
+      }
+      case keeps_copy:
+        for (int64_t i = 0; i < n; ++i) task(i);
+        kept_ = task, kept_n_ = n;
+        break;
+      case skips: for (int64_t i = 0; i < n; ++i) if (i != j) task(i); break;
+      case twice:
+        for (int64_t i = 0; i < n; ++i) task(i);
+        task(j);
+        break;
+      case twice_at_once: {
+        std::thread other([&task, j] { task(j); });
+        task(j);
+        other.join();
+        for (int64_t i = 0; i < n; ++i) if (i != j) task(i);
+        break;
+      }
+      case outside:
+        for (int64_t i = 0; i < n; ++i) task(i);
+        task(pick_ & 1 ? n + pick_ / 2 : -1 - pick_ / 2);
+        break;
+      case throws:
+        for (int64_t i = 0; i < j; ++i) task(i);
+        throw HostStopped{};
+      case late:
+        for (int64_t i = 0; i + 1 < n; ++i) task(i);
+        kept_ = task, kept_n_ = n;
+        break;
+      default: break;
+    }
+  }
+
+  Kind kind_ = builtin;
+  uint8_t pick_ = 0;
+  int64_t calls_ = 0;
+  std::function<void(int64_t)> kept_;
+  int64_t kept_n_ = 0;
+  const maskattn::Executor executor_{[this](int64_t n, const std::function<void(int64_t)>& task) { parallel_for(n, task); }};
+  const maskattn::Executor empty_{};
+};
+
 // Small enough for the reference to visit every (b, h, i) (an accepted problem may be empty but
 // have huge B or H after a mutation).
 bool small(const ConstTensor& t) {
   return t.shape[0] <= 64 && t.shape[1] <= 64 && t.shape[2] <= 4096 && t.shape[3] <= 4096;
 }
 
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+// The outputs a call left, then the late calls of the host's kept copy, which must change none.
+void check_kept_copy(const Problem& p, FuzzHost& host) {
+  const std::vector<float> out = p.run.out.buf, weights = p.run.weights, lse = p.run.lse;
+  host.call_kept_copy();
+  FUZZ_CHECK(same_bits(out, p.run.out.buf) && same_bits(weights, p.run.weights) && same_bits(lse, p.run.lse),
+             "a kept copy of the task wrote after the call had returned");
+}
+
 void attention_case(FuzzedDataProvider& in) {
   Problem p = build_problem(in);
+  FuzzHost host(in);
+  host.install(p.opt);
+  g_case += host.name();
   try {
     p.c.run_kernel(p.in, p.opt, p.run);
   } catch (const ArgumentError& e) {
+    if (host.expected_error(e)) {
+      if (host.is_empty()) FUZZ_CHECK(untouched(p), "a call with an empty executor wrote its outputs");
+      check_kept_copy(p, host);
+      return;
+    }
     // The generator can combine valid pieces into an invalid whole (a tiny softcap with a large
     // scale): then nothing is written, and the reference, which validates the same, agrees.
+    FUZZ_CHECK(!host.called(), std::string("the executor ran for a call that failed validation: ") + e.what());
     FUZZ_CHECK(untouched(p), std::string("a rejected call wrote its outputs: ") + e.what());
     bool ref_rejects = false;
     try {
@@ -421,7 +566,13 @@ void attention_case(FuzzedDataProvider& in) {
     }
     FUZZ_CHECK(ref_rejects, std::string("attention() rejected what the reference accepts: ") + e.what());
     return;
+  } catch (const HostStopped&) {
+    FUZZ_CHECK(host.throws_itself() && host.called(), "a host's exception from nowhere");
+    check_kept_copy(p, host);
+    return;
   }
+  FUZZ_CHECK(!host.must_fail() && !host.is_empty(), "a host that broke the contract got an answer");
+  check_kept_copy(p, host);
   check_outputs(p, references(p));
 }
 
@@ -508,6 +659,10 @@ void hostile_case(FuzzedDataProvider& in) {
       break;
     default: if (!p.c.alibi.empty()) p.c.alibi[0] = in.ConsumeBool() ? kNaN : kInf; else must_fail = false; break;
   }
+  // Sometimes on a host's executor: a call that fails validation never reaches it.
+  FuzzHost host(in);
+  host.install(o);
+  g_case += host.name();
   // The reference shares the library's validation of q, k, v and the options: what it rejects,
   // attention() must reject (it is skipped where an accepted problem would be huge and empty).
   bool ref_rejects = false;
@@ -523,7 +678,17 @@ void hostile_case(FuzzedDataProvider& in) {
   try {
     maskattn::attention(q, k, v, out, o, extra);
   } catch (const ArgumentError& e) {
+    if (host.must_fail() && e.argument() == "executor") {  // it was called: the problem was valid
+      FUZZ_CHECK(!must_fail, "mistake " + std::to_string(mistake) + " was accepted (the executor ran)");
+      check_kept_copy(p, host);
+      return;
+    }
+    FUZZ_CHECK(!host.called(), std::string("the executor ran for a call that failed validation: ") + e.what());
     FUZZ_CHECK(untouched(p), std::string("a rejected call wrote its outputs: ") + e.what());
+    return;
+  } catch (const HostStopped&) {
+    FUZZ_CHECK(host.throws_itself() && host.called() && !must_fail, "a host's exception where none may come");
+    check_kept_copy(p, host);
     return;
   } catch (const std::bad_alloc&) {
     FUZZ_CHECK(untouched(p), "a call that ran out of memory wrote its outputs");
@@ -532,6 +697,8 @@ void hostile_case(FuzzedDataProvider& in) {
     finding(std::string("not an ArgumentError: ") + e.what());
   }
   FUZZ_CHECK(!must_fail, "mistake " + std::to_string(mistake) + " was accepted");
+  FUZZ_CHECK(!host.must_fail() && !host.is_empty(), "a host that broke the contract got an answer");
+  check_kept_copy(p, host);
   FUZZ_CHECK(!ref_rejects, "the reference rejects a problem attention() accepted (mistake " + std::to_string(mistake) + ")");
   // Accepted with the tensors as built (only an option changed): the answer must be right.
   const bool views_as_built = (mistake >= 8 && mistake <= 28) || mistake >= 31;
@@ -784,14 +951,36 @@ void cache_case(FuzzedDataProvider& in) {
       maskattn::ExtraOutputs extra;
       extra.weights = w.data();
       extra.lse = l.data();
+      FuzzHost host(in);
+      host.install(o);
+      g_case += host.name();
       try {
         cache.attend(maskattn::bhld<const float>(q.data(), B, Hq, Lq, D), maskattn::bhld(outv.data(), B, Hq, Lq, Dv), o, extra);
+      } catch (const HostStopped&) {
+        FUZZ_CHECK(host.throws_itself() && host.called(), "a host's exception from nowhere");
+        host.call_kept_copy();
+        continue;
       } catch (const ArgumentError& e) {
-        // Only a ring whose window reaches an overwritten position may refuse.
+        if (host.expected_error(e)) {
+          const std::vector<float> before = outv;
+          host.call_kept_copy();
+          FUZZ_CHECK(same_bits(before, outv),
+                     "a kept copy of the task wrote after the attend had returned");
+          continue;
+        }
+        // Only a ring whose window reaches an overwritten position may refuse (before any work).
+        FUZZ_CHECK(!host.called(), std::string("the executor ran for an attend that was refused: ") + e.what());
         FUZZ_CHECK(c.window > 0 && std::string(e.what()).find("overwritten") != std::string::npos,
                    std::string("a valid attend was refused: ") + e.what());
         for (float x : outv) FUZZ_CHECK(x == kSentinel, "a refused attend wrote its output");
         continue;
+      }
+      FUZZ_CHECK(!host.must_fail() && !host.is_empty(), "a host that broke the contract got an answer");
+      {
+        const std::vector<float> out_before = outv, w_before = w, l_before = l;
+        host.call_kept_copy();
+        FUZZ_CHECK(same_bits(out_before, outv) && same_bits(w_before, w) && same_bits(l_before, l),
+                   "a kept copy of the task wrote after the attend had returned");
       }
       // The same problem on plain tensors: every position each sequence holds (quantized: what
       // read() returns, positions before `start` zero: a ring's window never reaches them).
