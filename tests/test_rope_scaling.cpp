@@ -314,6 +314,11 @@ TEST(RopeScaling, BadFieldsAreNamedAndWriteNothing) {
          s.mscale_all_dim = 1;
        }},
       {"rope.scaling.attention_factor", [](RopeScaling& s) { s = scaling(RopeScalingType::factors); s.freq_factors = {1, 1, 1, 1}; s.attention_factor = 0; }},
+      {"rope.scaling.attention_factor", [](RopeScaling& s) {  // its square takes a unit q·k past float32
+         s = scaling(RopeScalingType::factors);
+         s.freq_factors = {1, 1, 1, 1};
+         s.attention_factor = 1e30;
+       }},
       {"rope.scaling.freq_factors", [](RopeScaling& s) { s = scaling(RopeScalingType::factors); s.freq_factors = {1, 2, 3}; }},
       {"rope.scaling.freq_factors[2]", [](RopeScaling& s) { s = scaling(RopeScalingType::factors); s.freq_factors = {1, 2, -3, 4}; }},
       {"rope.scaling", [](RopeScaling& s) { s = scaling(RopeScalingType::factors); s.freq_factors = {1, 1, 1, 1e-310}; }},  // 0.001 / 1e-310 · 2^32: no finite angle

@@ -204,6 +204,13 @@ inline Rope check_rope(const Rope& r, int64_t D, const std::string& name) {
       if (!std::isfinite(af) || !(af > 0))
         fail(name + ".scaling", cat("gives an attention factor of ", af, " (its fields make the rotated pairs' scale ",
                                     "non-finite or <= 0; with yarn, check mscale / mscale_all_dim)"));
+      // Q and K are both scaled, so the logits by af^2: past sqrt(FLT_MAX) a unit q·k is already
+      // beyond float32 (every row NaN where the float64 reference stays finite).
+      constexpr double kMaxAttention = 1.8446744073709552e19;  // 2^64 < sqrt(FLT_MAX)
+      if (af > kMaxAttention)
+        fail(r.scaling.attention_factor ? name + ".scaling.attention_factor" : name + ".scaling",
+             cat("gives an attention factor of ", af, ": the logits grow by its square, past float32's range for a unit ",
+                 "q·k above 2^64; given fields that make it so"));
       for (size_t i = 0; i < inv.size(); ++i)
         if (!std::isfinite(inv[i] * kMaxRopePosition) || !(inv[i] >= 0))
           fail(name + ".scaling", cat("makes pair ", i, "'s frequency ", inv[i], " (times positions up to 2^32) not finite",
