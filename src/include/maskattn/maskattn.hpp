@@ -268,7 +268,10 @@ struct Stats {
 // results are bitwise the same whoever runs the tasks. Tasks never throw (maskattn catches its
 // own errors inside a task and rethrows them on the calling thread once parallel_for returns).
 // parallel_for may be called from several application threads at once (one per concurrent
-// maskattn call) and must be callable from every thread that calls maskattn.
+// maskattn call) and must be callable from every thread that calls maskattn. A host that breaks
+// this (calls an index twice or outside [0, count), skips one, returns while a task still runs,
+// or calls a task after returning) does no work twice and makes the call fail with
+// ArgumentError("executor"), saying what it did; the call's outputs are then not to be used.
 struct Executor {
   std::function<void(int64_t count, const std::function<void(int64_t index)>& task)> parallel_for;
 };
