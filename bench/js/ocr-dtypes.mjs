@@ -17,6 +17,7 @@ export const CONFIGS = [
   { name: 'attention() (no cache)', dtype: 'float32' },
   { name: 'float32 cache', dtype: 'float32', keyRotation: 'none' },
   { name: 'float16', dtype: 'float16' },
+  { name: 'bfloat16', dtype: 'bfloat16' },
   { name: 'q8', dtype: 'q8', keyRotation: 'none' },
   { name: 'q8, keys rotated (Q, K zero-padded to 16)', dtype: 'q8', keyRotation: 'hadamard' },
   // q4's default rotation needs an even head size: at 15 the default leaves keys as they are.

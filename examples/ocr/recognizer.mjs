@@ -4,7 +4,7 @@
 // attention output.
 import { HEADS, HEAD_SIZE, INPUT, LAYERS, PROBS, probeModel, splitModel } from './model.mjs';
 
-export const DTYPES = Object.freeze(['float32', 'float16', 'q8', 'q4']);
+export const DTYPES = Object.freeze(['float32', 'float16', 'bfloat16', 'q8', 'q4']);
 export const LEVELS = Object.freeze(['disabled', 'basic', 'extended', 'all']);
 
 /** Greedy CTC decoding: the best class per token, repeats merged, blanks (class 0) dropped. */
