@@ -183,52 +183,12 @@ class PrefillAttention {
 
   // ---------------------------------------------------------------- per (b, kv head)
 
-  void prepare(Workspace& ws, int64_t b, int64_t hkv) {
-    std::fill(ws.tile_flags.begin(), ws.tile_flags.begin() + tiles_, uint8_t(0));
-    ws.b = b;
-    ws.hkv = hkv;
-    ws.mean_v_ready = false;
-    sink_tiles_ = window_tile_ = 0;
-    const int64_t klen = p_.key_length(b);
-    if (p_.kv.ring && p_.kv.first[b] > p_.kv.sinks) {  // the window moved past the sink tokens
-      sink_tiles_ = (p_.kv.sinks + KT - 1) / KT;
-      window_tile_ = std::max(sink_tiles_, int64_t(p_.kv.first[b]) / KT);
-    }
-    if (p_.key_segments) {
-      const int32_t* seg = p_.key_segments + b * p_.Lk;
-      auto tiles = [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t j0 = t * KT, j1 = std::min(j0 + KT, p_.Lk);
-          int32_t lo = seg[j0], hi = seg[j0];
-          for (int64_t j = j0 + 1; j < j1; ++j) { lo = std::min(lo, seg[j]); hi = std::max(hi, seg[j]); }
-          ws.seg_min[tile_slot(t)] = lo;
-          ws.seg_max[tile_slot(t)] = hi;
-        }
-      };
-      const int64_t held_end = std::min(tiles_ - sink_tiles_ + window_tile_, (klen + KT - 1) / KT);
-      tiles(0, std::min(sink_tiles_, held_end));
-      tiles(std::max(sink_tiles_, window_tile_), held_end);
-    }
-  }
+  // Per (b, kv head): tile flags cleared, the sequence's tile slots, the key segments' range per tile.
+  void prepare(Workspace& ws, int64_t b, int64_t hkv);
 
   // Converts tile t's K and/or V rows (a KV cache of another dtype: float16, q8, q4; keys
   // unrotated) into float rows [KT][D] / [KT][Dv], zero past the sequence's key length.
-  void convert_tile(Workspace& ws, int64_t t) {
-    const int64_t j0 = t * KT, slot = tile_slot(t);
-    const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
-    if (!k_direct_) {
-      float* kt = ws.ktiles.data() + slot * KT * p_.D;
-      for (int64_t j = 0; j < n; ++j)
-        row_to_float(p_.kv.k_type, p_.kv.key_row(ws.b, ws.hkv, j0 + j), p_.D, p_.kv.keys_rotated, kt + j * p_.D);
-      std::fill(kt + n * p_.D, kt + KT * p_.D, 0.0f);
-    }
-    if (!v_direct_) {
-      float* vt = ws.vtiles.data() + slot * KT * p_.Dv;
-      for (int64_t j = 0; j < n; ++j) row_to_float(p_.kv.v_type, p_.kv.value_row(ws.b, ws.hkv, j0 + j), p_.Dv, false, vt + j * p_.Dv);
-      std::fill(vt + n * p_.Dv, vt + KT * p_.Dv, 0.0f);
-    }
-    ws.tile_flags[slot] |= kConverted;
-  }
+  void convert_tile(Workspace& ws, int64_t t);
 
   // Whether tile t's V rows (below the key length) hold only finite values: x - x is 0 for finite
   // x and NaN for NaN and inf, so one vector sum tells. Asked only by mixed tiles, once per tile.

@@ -1,11 +1,62 @@
-// Tile classification and a mixed tile's element-wise rules for the prefill kernel
-// (kernel/prefill_kernel.hpp): whether a (block, key tile) pair is skipped, full or mixed, and in a
-// mixed tile which (row, key) pairs the element-wise rules allow, as bits in the lanes' layout. Out
-// of the class only to keep each file short. Included by prefill_kernel.hpp alone, after the class.
+// Tile setup, tile classification and a mixed tile's element-wise rules for the prefill kernel
+// (kernel/prefill_kernel.hpp): a (b, kv head)'s tile slots and converted rows; whether a (block,
+// key tile) pair is skipped, full or mixed, and in a mixed tile which (row, key) pairs the
+// element-wise rules allow, as bits in the lanes' layout. Out of the class only to keep each file
+// short. Included by prefill_kernel.hpp alone, after the class.
 #pragma once
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
+
+// Per (b, kv head): a ring whose window has moved past its sink tokens maps its tiles to slots
+// (tile_slot); the key segments' range per held tile.
+template <class Arch>
+inline void PrefillAttention<Arch>::prepare(Workspace& ws, int64_t b, int64_t hkv) {
+  std::fill(ws.tile_flags.begin(), ws.tile_flags.begin() + tiles_, uint8_t(0));
+  ws.b = b;
+  ws.hkv = hkv;
+  ws.mean_v_ready = false;
+  sink_tiles_ = window_tile_ = 0;
+  const int64_t klen = p_.key_length(b);
+  if (p_.kv.ring && p_.kv.first[b] > p_.kv.sinks) {  // the window moved past the sink tokens
+    sink_tiles_ = (p_.kv.sinks + KT - 1) / KT;
+    window_tile_ = std::max(sink_tiles_, int64_t(p_.kv.first[b]) / KT);
+  }
+  if (p_.key_segments) {
+    const int32_t* seg = p_.key_segments + b * p_.Lk;
+    auto tiles = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t j0 = t * KT, j1 = std::min(j0 + KT, p_.Lk);
+        int32_t lo = seg[j0], hi = seg[j0];
+        for (int64_t j = j0 + 1; j < j1; ++j) { lo = std::min(lo, seg[j]); hi = std::max(hi, seg[j]); }
+        ws.seg_min[tile_slot(t)] = lo;
+        ws.seg_max[tile_slot(t)] = hi;
+      }
+    };
+    const int64_t held_end = std::min(tiles_ - sink_tiles_ + window_tile_, (klen + KT - 1) / KT);
+    tiles(0, std::min(sink_tiles_, held_end));
+    tiles(std::max(sink_tiles_, window_tile_), held_end);
+  }
+}
+
+// Tile t's K and/or V rows as float rows in its slot (a cache of another dtype).
+template <class Arch>
+inline void PrefillAttention<Arch>::convert_tile(Workspace& ws, int64_t t) {
+  const int64_t j0 = t * KT, slot = tile_slot(t);
+  const int64_t n = std::max<int64_t>(0, std::min<int64_t>(KT, p_.key_length(ws.b) - j0));
+  if (!k_direct_) {
+    float* kt = ws.ktiles.data() + slot * KT * p_.D;
+    for (int64_t j = 0; j < n; ++j)
+      row_to_float(p_.kv.k_type, p_.kv.key_row(ws.b, ws.hkv, j0 + j), p_.D, p_.kv.keys_rotated, kt + j * p_.D);
+    std::fill(kt + n * p_.D, kt + KT * p_.D, 0.0f);
+  }
+  if (!v_direct_) {
+    float* vt = ws.vtiles.data() + slot * KT * p_.Dv;
+    for (int64_t j = 0; j < n; ++j) row_to_float(p_.kv.v_type, p_.kv.value_row(ws.b, ws.hkv, j0 + j), p_.Dv, false, vt + j * p_.Dv);
+    std::fill(vt + n * p_.Dv, vt + KT * p_.Dv, 0.0f);
+  }
+  ws.tile_flags[slot] |= kConverted;
+}
 
 template <class Arch>
 inline TileClass PrefillAttention<Arch>::classify(Workspace& ws, int64_t b, const Block& blk, int64_t t) const {
