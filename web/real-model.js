@@ -277,7 +277,9 @@ function build(section) {
   $('rm-batch').addEventListener('click', () => batch().catch((e) => status(`error: ${e.message}`, true)));
   $('rm-map').addEventListener('mousemove', hover);
   fetch(`${LINES}lines.json`).then((r) => r.json()).then((lines) => {
-    for (const line of lines) $('rm-line').append(h('option', { value: line.file, text: `${line.file}: ${line.text}` }));
+    // Cut here, visibly (the whole line in the title), not by a phone's narrow box.
+    const short = (t) => (t.length > 18 ? `${t.slice(0, 17).trimEnd()}…` : t);
+    for (const line of lines) $('rm-line').append(h('option', { value: line.file, text: short(line.text), title: line.text }));
   }).catch(() => {});
 }
 
