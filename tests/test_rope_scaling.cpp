@@ -361,6 +361,9 @@ TEST(RopeScaling, BadFieldsAreNamedAndWriteNothing) {
   Rope two{10000, 2, RopeLayout::halves, 0, scaling(RopeScalingType::dynamic, 2, 16)};
   maskattn_test::expect_argument_error([&] { maskattn::rope_frequencies(two, 8, 10); }, "rope.dims");
   maskattn_test::expect_argument_error([&] { maskattn::rope_frequencies(Rope{}, 8, -1); }, "length");
+  maskattn_test::expect_argument_error([&] { maskattn::rope_frequencies(Rope{}, 8, (int64_t(1) << 32) + 1); }, "length");
+  maskattn_test::expect_argument_error([&] { maskattn::rope_frequencies(Rope{}, -8, 10); }, "head_dim");
+  maskattn_test::expect_argument_error([&] { maskattn::rope_frequencies(Rope{}, 7, 10); }, "rope.dims");  // odd D, all of it
 }
 
 }  // namespace
