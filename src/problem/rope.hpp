@@ -252,12 +252,7 @@ class RopeRotation {
     scale_ = rope_scaled_frequencies(rope_, length, inv_freq_.data());
     pos_ = INT64_MIN;
     run_valid_ = false;  // its start's angles were of the old frequencies
-    for (int64_t k = 0; k < steps_; ++k)
-      for (int64_t i = 0; i < half_; ++i) {
-        const double a = double(k) * inv_freq_[size_t(i)];
-        step_cos_[size_t(k * half_ + i)] = std::cos(a);
-        step_sin_[size_t(k * half_ + i)] = std::sin(a);
-      }
+    fill_steps(0, steps_);
   }
   // cos and sin of every pair's angle at position pos (offset not included).
   void at(int64_t pos) {
@@ -314,12 +309,7 @@ class RopeRotation {
     exact_.resize(size_t(half_));
     step_cos_.resize(size_t(steps * half_));
     step_sin_.resize(size_t(steps * half_));
-    for (int64_t k = steps_; k < steps; ++k)
-      for (int64_t i = 0; i < half_; ++i) {
-        const double a = double(k) * inv_freq_[size_t(i)];
-        step_cos_[size_t(k * half_ + i)] = std::cos(a);
-        step_sin_[size_t(k * half_ + i)] = std::sin(a);
-      }
+    fill_steps(steps_, steps);
     steps_ = steps;
   }
   void step_run(int64_t r) {  // r < the steps prepared
@@ -401,6 +391,16 @@ class RopeRotation {
   std::vector<int64_t> exact_;                                    // the run's frequencies formed at each position
   int64_t n_exact_ = 0, run_pos_ = 0;
   bool run_valid_ = false;  // run_pos_'s angles are in run_cos_ / run_sin_
+
+  // cos and sin of k · inv_freq for the step table's rows [from, to) (sized already).
+  void fill_steps(int64_t from, int64_t to) {
+    for (int64_t k = from; k < to; ++k)
+      for (int64_t i = 0; i < half_; ++i) {
+        const double a = double(k) * inv_freq_[size_t(i)];
+        step_cos_[size_t(k * half_ + i)] = std::cos(a);
+        step_sin_[size_t(k * half_ + i)] = std::sin(a);
+      }
+  }
   int64_t steps_ = 0;                                             // rows of the step table
   int64_t pos_ = INT64_MIN;
 };
