@@ -28,8 +28,11 @@
 //
 // `import ... from 'maskattn'` is how users import the package; inside this repository it works too,
 // because package.json has "name": "maskattn" and "exports" (Node resolves a package's own name).
+// The seeded generator is the checkout's one copy (web/random.js, shared with the demo and the tests),
+// so this example runs from a checkout of maskattn, as the docs run it.
 import { init } from 'maskattn';
 import { fileURLToPath } from 'node:url';
+import { rng } from '../web/random.js';
 
 export const MODEL = Object.freeze({
   layers: 2,
@@ -44,18 +47,6 @@ export const MODEL = Object.freeze({
 });
 
 // ------------------------------------------------------------------------------------------ weights
-
-/** mulberry32: a small seeded generator of floats in [0, 1). */
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A [rows, cols] matrix (row-major: row r is output r) of uniform values with variance gain^2 / cols. */
 function matrix(next, rows, cols, gain = 1) {

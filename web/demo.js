@@ -6,7 +6,8 @@
 // panels lesson-panels.js's.
 
 import { init, simdSupported } from '../js/index.js';
-import { buildProblem, readSentences, alibiSlopes, rng, PAD } from './embedding.js';
+import { buildProblem, readSentences, alibiSlopes, PAD } from './embedding.js';
+import { rng } from './random.js';
 import { Heatmap, COLORS, weightColor, divergingColor, short, shorter, full } from './heatmap.js';
 import { blockingRules, diagonal } from './rules.js';
 import { $, el, toJson, readState, ranges, quoted, fillSelect } from './controls.js';

@@ -2,39 +2,12 @@
 // code, and per-head projection matrices Wq, Wk, Wv drawn from a seeded generator. The same text
 // and seed always give the same Q, K and V, so the pictures are stable.
 
+import { rng, normal } from './random.js';
+
 export const PAD = '<pad>';
 export const MAX_TOKENS = 16;
 export const MAX_SENTENCES = 6;
 const D_MODEL = 16;
-
-/** mulberry32: a small, good-enough seeded generator returning floats in [0, 1). */
-export function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** Standard normal samples (Box-Muller) from a uniform generator. */
-export function normal(next) {
-  let spare = null;
-  return () => {
-    if (spare !== null) {
-      const s = spare;
-      spare = null;
-      return s;
-    }
-    const u = Math.max(next(), 1e-12);
-    const v = next();
-    const r = Math.sqrt(-2 * Math.log(u));
-    spare = r * Math.sin(2 * Math.PI * v);
-    return r * Math.cos(2 * Math.PI * v);
-  };
-}
 
 /** FNV-1a hash of a string, mixed with a seed. */
 export function hash(text, seed = 0) {

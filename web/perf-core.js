@@ -4,7 +4,7 @@
 // implementation; then a decode step of a real model's size from a KV cache in each dtype. Runs in
 // a worker (perf-worker.js), or on the main thread as a fallback, yielding so progress can be shown.
 
-import { rng, normal } from './embedding.js';
+import { rng, normal } from './random.js';
 import { attentionModel } from './onnx-attention.js';
 
 /** min, median and max of a list of times (ms), and how many. */

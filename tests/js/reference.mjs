@@ -280,17 +280,9 @@ export function referenceAttention(q, k, v, options = {}, precision = 'f64') {
 // ------------------------------------------------------------------------------------------
 // Test support shared by the test files: reproducible random inputs and a comparison.
 
-/** mulberry32: a small seeded generator, so every failure can be replayed from its seed. */
-export function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// The seeded generator is the one the demo and the examples use, so every failure can be replayed
+// from its seed.
+export { rng } from '../../web/random.js';
 
 /** A Float32Array of n uniform values in [lo, hi). */
 export function uniform(random, n, lo = -1, hi = 1) {
