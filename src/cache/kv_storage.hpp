@@ -259,7 +259,7 @@ struct KVCache::Impl {
       s.ks = {s.H * cap() * ku, cap() * ku, ku}; s.vs = {s.H * cap() * vu, cap() * vu, vu};
     }
     s.lengths = lengths.data(); s.first = first.data();
-    if (ring()) { s.sinks = sinks(); s.ring = cap() - sinks(); s.window = cfg.window; }
+    if (ring()) { s.sink_tokens = sinks(); s.ring = cap() - sinks(); s.window = cfg.window; }
     if (rope) { s.rope = cfg.rope; s.rope_table = &*rope; }
   }
   // What attend() reads: the layout with the longest sequence as Lk.

@@ -17,7 +17,7 @@ namespace {
 // Lengths, sinks and `first` stay, for the cache's rules.
 KeySource logical_keys(const KeySource& kv, std::vector<float> (&rows)[2]) {
   KeySource plain = kv;
-  const int64_t slots = kv.ring ? kv.sinks + kv.ring : kv.Lk;
+  const int64_t slots = kv.ring ? kv.sink_tokens + kv.ring : kv.Lk;
   for (int s = 0; s < 2; ++s) {
     const bool key = s == 0;
     const int64_t width = key ? kv.D : kv.Dv;

@@ -109,7 +109,7 @@ struct KeyRange {
 inline KeyRange uniform_keys(const Problem& p, int64_t b) {
   if (!p.kv.is_cache()) return {0, 0, p.Lk};
   const int64_t first = p.kv.first ? int64_t(p.kv.first[b]) : 0;
-  return {std::min(p.kv.sinks, first), first, p.key_length(b)};
+  return {std::min(p.kv.sink_tokens, first), first, p.key_length(b)};
 }
 
 // Mean of V over those keys of (b, kv head): the `uniform` policy's output row (any V dtype).

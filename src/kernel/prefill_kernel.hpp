@@ -86,7 +86,7 @@ class PrefillAttention {
     // A ring's tiles hold its sink tokens' (at 0) and its window's, wherever the window has moved
     // (tile_slot): its scratch follows its slots, never the positions it has seen.
     const int64_t all = (p.Lk + KT - 1) / KT;
-    tiles_ = p.kv.ring ? std::min(all, (p.kv.sinks + KT - 1) / KT + (p.kv.sinks + p.kv.ring + KT - 1) / KT + 1) : all;
+    tiles_ = p.kv.ring ? std::min(all, (p.kv.sink_tokens + KT - 1) / KT + (p.kv.sink_tokens + p.kv.ring + KT - 1) / KT + 1) : all;
     elementwise_ = p.has_elementwise_rules();
     k_direct_ = p.kv.k_type == KVType::f32;
     v_direct_ = p.kv.v_type == KVType::f32;

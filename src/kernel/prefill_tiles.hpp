@@ -18,8 +18,8 @@ inline void PrefillAttention<Arch>::prepare(Workspace& ws, int64_t b, int64_t hk
   ws.mean_v_ready = false;
   sink_tiles_ = window_tile_ = 0;
   const int64_t klen = p_.key_length(b);
-  if (p_.kv.ring && p_.kv.first[b] > p_.kv.sinks) {  // the window moved past the sink tokens
-    sink_tiles_ = (p_.kv.sinks + KT - 1) / KT;
+  if (p_.kv.ring && p_.kv.first[b] > p_.kv.sink_tokens) {  // the window moved past the sink tokens
+    sink_tiles_ = (p_.kv.sink_tokens + KT - 1) / KT;
     window_tile_ = std::max(sink_tiles_, int64_t(p_.kv.first[b]) / KT);
   }
   if (p_.key_segments) {

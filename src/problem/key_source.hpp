@@ -51,11 +51,13 @@ struct KeySource {
   // ---- A KV cache (null / 0 for a dense tensor)
   // lengths[b]: the positions sequence b has seen (the key_lengths rule; Lk is their maximum).
   // first[b]: the lowest window position still held (a ring overwrites older ones); positions below
-  // min(sinks, first[b]) are held too (sink tokens).
+  // min(sink_tokens, first[b]) are held too. sink_tokens: the cache's first positions, kept
+  // whatever the window (not Options::sinks, which are learned per-head logits).
   const int32_t* lengths = nullptr;
   const int32_t* first = nullptr;
-  int64_t sinks = 0;
-  // A sliding-window ring: `window` positions visible per query; ring slots after `sinks` fixed ones.
+  int64_t sink_tokens = 0;
+  // A sliding-window ring: `window` positions visible per query; ring slots after the
+  // `sink_tokens` fixed ones.
   int64_t window = 0, ring = 0;
   // Keys stored rotated by this RoPE (queries turn at their positions; `rope_table` its frequencies).
   std::optional<Rope> rope;
@@ -65,19 +67,19 @@ struct KeySource {
 
   // The most positions one sequence holds: Lk, or a ring's slots (its Lk counts tokens seen, up to
   // 2^31 - 1: scratch, tiles and chunks are sized by this, never by Lk).
-  int64_t held_keys() const { return ring ? std::min(Lk, sinks + ring) : Lk; }
-  // Whether storage holds position j of sequence b (a ring has overwritten [sinks, first[b])).
+  int64_t held_keys() const { return ring ? std::min(Lk, sink_tokens + ring) : Lk; }
+  // Whether storage holds position j of sequence b (a ring has overwritten [sink_tokens, first[b])).
   bool holds(int64_t b, int64_t j) const {
     if (!first) return true;
-    return j < std::min<int64_t>(sinks, first[b]) || j >= first[b];
+    return j < std::min<int64_t>(sink_tokens, first[b]) || j >= first[b];
   }
-  int64_t slot(int64_t j) const { return ring && j >= sinks ? sinks + (j - sinks) % ring : j; }
+  int64_t slot(int64_t j) const { return ring && j >= sink_tokens ? sink_tokens + (j - sink_tokens) % ring : j; }
   // How many keys from j on have consecutive rows in memory (a ring's wrap, the end of the fixed
   // slots and a page's end cut runs): the decode kernel's tiles never cross such a cut.
   int64_t contiguous_keys(int64_t j) const {
     int64_t run = int64_t(1) << 40;  // beyond any key index (no overflow in j + run)
     const int64_t s = slot(j);
-    if (ring) run = j < sinks ? sinks - j : sinks + ring - s;
+    if (ring) run = j < sink_tokens ? sink_tokens - j : sink_tokens + ring - s;
     if (page_keys) run = std::min(run, page_keys - s % page_keys);
     return run;
   }

@@ -59,7 +59,7 @@ inline RowKeys row_keys(const Problem& p, int64_t b, int64_t i) {
   if (p.prefix > 0 && (p.causal || p.has_window())) r.prefix_end = std::min(p.prefix, klen);
   // A ring's sink tokens: always visible beside its window, but never ahead of the query (the
   // ring's rule is j <= d(i)): a causal prefix, unlike the prefix-LM's bidirectional one.
-  if (p.kv.sinks > 0) r.prefix_end = std::max(r.prefix_end, std::min({p.kv.sinks, klen, std::max<int64_t>(d + 1, 0)}));
+  if (p.kv.sink_tokens > 0) r.prefix_end = std::max(r.prefix_end, std::min({p.kv.sink_tokens, klen, std::max<int64_t>(d + 1, 0)}));
   return r;
 }
 

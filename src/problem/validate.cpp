@@ -220,11 +220,11 @@ const float* check_alibi(const Span<float>& slopes, int64_t Hq) {
 
 namespace {
 
-// A KV cache's positions that a query may need but the ring has overwritten, [sinks, first): such a
+// A KV cache's positions that a query may need but the ring has overwritten, [sink_tokens, first): such a
 // query cannot be answered (docs/semantics.md, "KV cache": capacity and the window).
 void check_ring_holds(const Problem& p) {
   const KeySource& kv = p.kv;
-  const int64_t S = kv.sinks;
+  const int64_t S = kv.sink_tokens;
   for (int64_t b = 0; b < p.B; ++b) {
     const int64_t first = kv.first[b];
     if (first <= S) continue;

@@ -24,7 +24,7 @@ bool pair_allowed(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) 
   if (p.window_left >= 0 && j < d - p.window_left) diagonal_ok = false;
   if (p.window_right >= 0 && j > d + p.window_right) diagonal_ok = false;
   if (j < p.prefix) diagonal_ok = true;  // prefix-LM: the prefix is always visible
-  if (j < p.kv.sinks && j <= d) diagonal_ok = true;  // a ring's sink tokens: visible up to the query
+  if (j < p.kv.sink_tokens && j <= d) diagonal_ok = true;  // a ring's sink tokens: visible up to the query
   if (!diagonal_ok) return false;
   if (p.query_segments && p.query_segments[b * p.Lq + i] != p.key_segments[b * p.Lk + j]) return false;
   if (p.tree_parents && j >= klen - p.Lq) {  // a tree node: only i's ancestors and i itself
@@ -231,7 +231,7 @@ void compute(const Problem& p, ReferenceResult& res) {
             // A ring with sink tokens also holds positions [0, min(sinks, first)).
             const int64_t j0 = p.kv.is_cache() && p.kv.first ? p.kv.first[b] : 0;
             const int64_t j1 = p.kv.is_cache() ? p.key_length(b) : p.Lk;
-            const int64_t lead = p.kv.is_cache() ? std::min(p.kv.sinks, j0) : 0;
+            const int64_t lead = p.kv.is_cache() ? std::min(p.kv.sink_tokens, j0) : 0;
             const int64_t held = lead + j1 - j0;
             auto is_held = [&](int64_t j) { return j < lead || (j >= j0 && j < j1); };
             if (held > 0) {
