@@ -332,7 +332,7 @@ namespace maskattn {
 
 const Executor& builtin_executor() noexcept {
   static const Executor e{[](int64_t count, const std::function<void(int64_t)>& task) {
-    detail::builtin_parallel_for(int(std::min<int64_t>(count, 1024)), count, [&](int, int64_t i) { task(i); });
+    detail::builtin_parallel_for(int(std::min<int64_t>(count, kMaxThreads)), count, [&](int, int64_t i) { task(i); });
   }};
   return e;
 }

@@ -26,6 +26,10 @@ constexpr int kv_type_bits(KVType t) {
 // Bytes a row stride counts in: a float, a 16-bit value, or a byte (quantized rows).
 constexpr int64_t kv_unit_bytes(KVType t) { return kv_type_bits(t) >= 16 ? kv_type_bits(t) / 8 : 1; }
 
+// A count of keys or positions beyond any a call has (they stop at 2^31), with room to add a few
+// such counts without overflow: "unbounded" for runs and window reaches.
+constexpr int64_t kBeyondAnyKey = int64_t(1) << 40;
+
 // Element strides of a [B, H, L, D] view whose innermost stride is 1.
 struct RowMajor3 {
   int64_t b = 0, h = 0, l = 0;
@@ -77,7 +81,7 @@ struct KeySource {
   // How many keys from j on have consecutive rows in memory (a ring's wrap, the end of the fixed
   // slots and a page's end cut runs): the decode kernel's tiles never cross such a cut.
   int64_t contiguous_keys(int64_t j) const {
-    int64_t run = int64_t(1) << 40;  // beyond any key index (no overflow in j + run)
+    int64_t run = kBeyondAnyKey;  // no overflow in j + run
     const int64_t s = slot(j);
     if (ring) run = j < sink_tokens ? sink_tokens - j : sink_tokens + ring - s;
     if (page_keys) run = std::min(run, page_keys - s % page_keys);

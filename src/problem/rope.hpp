@@ -24,8 +24,9 @@
 
 namespace maskattn::detail {
 
-// The largest offset: positions stay exact in double and in int64 (Lk, a cache's length <= 2^23).
-constexpr int64_t kMaxRopeOffset = (int64_t(1) << 31) - 1;
+// The largest offset: the largest position (int32, as a window cache counts); positions stay exact
+// in double and in int64.
+constexpr int64_t kMaxRopeOffset = kMaxRingLength;
 // A bound on |position + offset| at which an angle is formed: positions are int32 (a window cache
 // counts on to 2^31 - 1; attention()'s queries sit at most Lq below 0), offsets below 2^31.
 constexpr double kMaxRopePosition = 4294967296.0;  // 2^32

@@ -205,7 +205,7 @@ const float* check_alibi(const Span<float>& slopes, int64_t Hq) {
   // The kernels form slope x |d(i) - j| in float32, distances up to 2^31 (a window cache counts
   // positions that far): beyond FLT_MAX / 2^31 the term would overflow to inf (a row of only such
   // keys masked, or NaN for a negative slope) where the float64 reference stays finite.
-  constexpr float kMaxSlope = std::numeric_limits<float>::max() / 2147483648.0f;
+  constexpr float kMaxSlope = std::numeric_limits<float>::max() / float(kMaxRingLength + 1);
   for (int64_t h = 0; h < Hq; ++h) {
     if (!std::isfinite(slopes[h])) fail(cat("alibi_slopes[", h, "]"), cat("must be finite, given ", slopes[h]));
     if (std::fabs(slopes[h]) > kMaxSlope)
@@ -331,7 +331,7 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
   if (o.window.left < -1) fail("window", cat("left must be >= -1 (-1 = unbounded), given ", o.window.left));
   if (o.window.right < -1) fail("window", cat("right must be >= -1 (-1 = unbounded), given ", o.window.right));
   // Any reach beyond Lq + Lk is unbounded in effect; clamping keeps d(i) +- reach from overflowing.
-  const int64_t reach = std::min<int64_t>(p.Lq, int64_t(1) << 40) + std::min<int64_t>(p.Lk, int64_t(1) << 40) + 1;
+  const int64_t reach = std::min(p.Lq, kBeyondAnyKey) + std::min(p.Lk, kBeyondAnyKey) + 1;
   p.window_left = std::min(o.window.left, reach);
   p.window_right = std::min(o.window.right, reach);
   if (kv.ring) {  // a ring's rule: d(i) - W + 1 <= j <= d(i), on top of the caller's window
@@ -408,7 +408,7 @@ Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const Mu
     fail_type("fully_masked", cat("must be zero, nan or uniform, given ", int(o.fully_masked)));
   p.policy = o.fully_masked;
 
-  if (o.threads < 1 || o.threads > 1024) fail("threads", cat("must be in [1, 1024], given ", o.threads));
+  if (o.threads < 1 || o.threads > kMaxThreads) fail("threads", cat("must be in [1, ", kMaxThreads, "], given ", o.threads));
   p.threads = o.threads;
   if (o.executor && !o.executor->parallel_for)
     fail_type("executor", "parallel_for is empty (a null function); pass nullptr for the default executor");

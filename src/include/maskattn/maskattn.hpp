@@ -330,7 +330,7 @@ struct Options {
   FullyMasked fully_masked = FullyMasked::zero;
   Target target = Target::automatic;
   Kernel kernel = Kernel::automatic;
-  int threads = 1;                 // most worker threads to use (fewer when more would not pay off);
+  int threads = 1;                 // most worker threads to use, 1 to kMaxThreads (fewer when more would not pay off);
                                    // results do not depend on it
   const Executor* executor = nullptr;  // who runs the threads' work; null = the process default
                                    // (set_default_executor; maskattn's own pool unless set). Must
@@ -392,9 +392,11 @@ const char* version() noexcept;
 // cache without a window holds. A window cache (a ring) holds at most its capacity but counts
 // positions on: it may see kMaxRingLength = 2^31 - 1 tokens (positions are int32; the kernels
 // form key positions in fp32 lanes relative to each key tile, so they stay exact that far).
-// (JavaScript reads them from the module: `ma.limits`.)
+// (JavaScript reads them from the module: `ma.limits`.) kMaxThreads: the most Options::threads
+// asks for (and the most tasks the built-in executor runs at once).
 inline constexpr int64_t kMaxSequenceLength = int64_t(1) << 23;
 inline constexpr int64_t kMaxRingLength = (int64_t(1) << 31) - 1;
+inline constexpr int kMaxThreads = 1024;
 int64_t max_buffer_bytes() noexcept;
 int64_t max_sequence_length() noexcept;
 int64_t max_ring_length() noexcept;
