@@ -224,6 +224,23 @@ export class Heatmap {
     const s = this.spec;
     if (!s) return;
     const g = (this.geom = this._layout());
+    const ctx = this._size(g);
+    const outlines = this._drawCells(g);
+    this._drawGrid(g);
+    // cells outlined on request (e.g. the position written this step), over the grid
+    ctx.lineWidth = 2.5;
+    for (const [x, y, color] of outlines) {
+      ctx.strokeStyle = color;
+      ctx.strokeRect(x + 1.25, y + 1.25, g.cell - 2.5, g.cell - 2.5);
+    }
+    this._drawRowLabels(g);
+    this._drawColLabels(g);
+    this._drawFocus(g);
+  }
+
+  /** Sizes the canvas to the layout g (device pixels, CSS pixels) and clears it; returns its context. */
+  _size(g) {
+    const s = this.spec;
     const dpr = Math.min(3, window.devicePixelRatio || 1);
     const canvas = this.canvas;
     if (canvas.width !== Math.round(g.width * dpr) || canvas.height !== Math.round(g.height * dpr)) {
@@ -240,15 +257,23 @@ export class Heatmap {
     const ctx = this.ctx;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, g.width, g.height);
+    // Every text drawn, with its box in CSS pixels (tests check that none overlaps another or leaves its cell).
+    this.texts = [];
+    return ctx;
+  }
 
-    // cells
+  _record(kind, text, x, y, w, h, cell) {
+    this.texts.push({ kind, text, x, y, w, h, ...(cell ? { cell } : {}) });
+  }
+
+  /** Fills every cell with its colour, flag, number or mark; returns the outlines to draw over the grid. */
+  _drawCells(g) {
+    const s = this.spec;
+    const ctx = this.ctx;
     ctx.font = CELL_FONT;
     ctx.textAlign = 'center';
     ctx.textBaseline = 'middle';
     const outlines = [];
-    // Every text drawn, with its box in CSS pixels (tests check that none overlaps another or leaves its cell).
-    this.texts = [];
-    const record = (kind, text, x, y, w, h, cell) => this.texts.push({ kind, text, x, y, w, h, ...(cell ? { cell } : {}) });
     const cells = Array.from({ length: s.rows }, (_, i) => Array.from({ length: s.cols }, (_, j) => s.cell(i, j)));
     // Numbers are all drawn or none: a map that numbers its positive cells and not its negative ones
     // (a wider '-.58') reads as if those were empty. Each number must fit its cell with a margin; if one
@@ -266,30 +291,44 @@ export class Heatmap {
         if (c.outline) outlines.push([x, y, c.outline]);
         ctx.fillStyle = c.hatch ? this.pattern : c.fill;
         ctx.fillRect(x, y, g.cell, g.cell);
-        if (c.flag) {
-          ctx.fillStyle = COLORS.highlight;
-          ctx.beginPath();
-          ctx.moveTo(x, y);
-          ctx.lineTo(x + Math.min(10, g.cell / 2.5), y);
-          ctx.lineTo(x, y + Math.min(10, g.cell / 2.5));
-          ctx.closePath();
-          ctx.fill();
-        }
-        // A number is drawn only where it fits its cell with a margin (hover or tap shows it in full).
-        const number = form === 'narrow' ? c.narrow ?? c.text : form === 'text' ? c.text : null;
-        const text = c.text && g.cell >= 18 ? (c.fit ? truncate(ctx, c.text, g.cell - 4) : number) : null;
-        const textW = text ? ctx.measureText(text).width : 0;
-        if (text && textW <= g.cell - 4) {
-          ctx.fillStyle = c.ink ?? inkFor(c.fill);
-          ctx.fillText(text, x + g.cell / 2, y + g.cell / 2 + 0.5);
-          record('cell', text, x + (g.cell - textW) / 2, y + g.cell / 2 - 6, textW, 12, [x, y, g.cell]);
-        } else if (c.mark && g.cell >= 12) {
-          ctx.fillStyle = c.ink ?? '#ffffff';
-          ctx.fillText(c.mark, x + g.cell / 2, y + g.cell / 2 + 0.5);
-        }
+        if (c.flag) this._drawFlag(x, y, g.cell);
+        this._drawCellText(g, c, x, y, form);
       }
     }
-    // grid
+    return outlines;
+  }
+
+  _drawFlag(x, y, cell) {
+    const ctx = this.ctx;
+    ctx.fillStyle = COLORS.highlight;
+    ctx.beginPath();
+    ctx.moveTo(x, y);
+    ctx.lineTo(x + Math.min(10, cell / 2.5), y);
+    ctx.lineTo(x, y + Math.min(10, cell / 2.5));
+    ctx.closePath();
+    ctx.fill();
+  }
+
+  /** A cell's number (in the map's form) or fitted text where it fits with a margin, else its mark. */
+  _drawCellText(g, c, x, y, form) {
+    const ctx = this.ctx;
+    // A number is drawn only where it fits its cell with a margin (hover or tap shows it in full).
+    const number = form === 'narrow' ? c.narrow ?? c.text : form === 'text' ? c.text : null;
+    const text = c.text && g.cell >= 18 ? (c.fit ? truncate(ctx, c.text, g.cell - 4) : number) : null;
+    const textW = text ? ctx.measureText(text).width : 0;
+    if (text && textW <= g.cell - 4) {
+      ctx.fillStyle = c.ink ?? inkFor(c.fill);
+      ctx.fillText(text, x + g.cell / 2, y + g.cell / 2 + 0.5);
+      this._record('cell', text, x + (g.cell - textW) / 2, y + g.cell / 2 - 6, textW, 12, [x, y, g.cell]);
+    } else if (c.mark && g.cell >= 12) {
+      ctx.fillStyle = c.ink ?? '#ffffff';
+      ctx.fillText(c.mark, x + g.cell / 2, y + g.cell / 2 + 0.5);
+    }
+  }
+
+  _drawGrid(g) {
+    const s = this.spec;
+    const ctx = this.ctx;
     ctx.strokeStyle = COLORS.grid;
     ctx.lineWidth = 1;
     ctx.beginPath();
@@ -305,14 +344,11 @@ export class Heatmap {
       ctx.lineTo(x, g.y0 + s.rows * g.cell);
     }
     ctx.stroke();
-    // cells outlined on request (e.g. the position written this step), over the grid
-    ctx.lineWidth = 2.5;
-    for (const [x, y, color] of outlines) {
-      ctx.strokeStyle = color;
-      ctx.strokeRect(x + 1.25, y + 1.25, g.cell - 2.5, g.cell - 2.5);
-    }
+  }
 
-    // labels
+  _drawRowLabels(g) {
+    const s = this.spec;
+    const ctx = this.ctx;
     ctx.font = FONT;
     ctx.fillStyle = COLORS.label;
     ctx.textAlign = 'right';
@@ -323,7 +359,7 @@ export class Heatmap {
       const rowLabel = truncate(ctx, s.rowLabels[i] ?? '', g.rowText);
       ctx.fillText(rowLabel, g.x0 - 6 - g.markW, y);
       const rw = ctx.measureText(rowLabel).width;
-      record('row', rowLabel, g.x0 - 6 - g.markW - rw, y - 6, rw, 12);
+      this._record('row', rowLabel, g.x0 - 6 - g.markW - rw, y - 6, rw, 12);
       const mark = s.rowMark?.(i);
       if (mark) {
         ctx.fillStyle = COLORS.highlight;
@@ -332,6 +368,11 @@ export class Heatmap {
         ctx.textAlign = 'right';
       }
     }
+  }
+
+  _drawColLabels(g) {
+    const s = this.spec;
+    const ctx = this.ctx;
     for (let j = 0; j < s.cols; j++) {
       const label = truncate(ctx, s.colLabels[j] ?? '', 88);
       ctx.fillStyle = s.colLabelMuted?.(j) ? COLORS.muted : COLORS.label;
@@ -346,16 +387,20 @@ export class Heatmap {
         ctx.restore();
         // A rotated label's box (tests check it stays on the canvas, and that neighbours are a line apart:
         // spacing = cell · sin(angle)).
-        record('col-rotated', label, cx, g.y0 - 5 - lw * Math.sin(g.angle), lw * Math.cos(g.angle), lw * Math.sin(g.angle));
+        this._record('col-rotated', label, cx, g.y0 - 5 - lw * Math.sin(g.angle), lw * Math.cos(g.angle), lw * Math.sin(g.angle));
         this.texts.at(-1).spacing = g.cell * Math.sin(g.angle);
       } else {
         ctx.textAlign = 'center';
         ctx.fillText(label, cx, g.y0 - 9);
-        record('col', label, cx - lw / 2, g.y0 - 15, lw, 12);
+        this._record('col', label, cx - lw / 2, g.y0 - 15, lw, 12);
       }
     }
+  }
 
-    // highlighted row, cursor, hover
+  /** The highlighted row, then the hovered cell and the keyboard cursor (while focused). */
+  _drawFocus(g) {
+    const s = this.spec;
+    const ctx = this.ctx;
     if (s.highlightRow != null && s.highlightRow < s.rows) {
       ctx.strokeStyle = COLORS.highlight;
       ctx.lineWidth = 2;
