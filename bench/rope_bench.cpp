@@ -45,15 +45,14 @@ int main(int argc, char** argv) {
   // The tiny cache shows the rotation's own cost (attention over 16 keys is a few microseconds).
   const Shape shapes[] = {{"GQA 1x32/8x4096x128", 32, 8, 4096, 128}, {"MHA 1x32/32x2048x128", 32, 32, 2048, 128},
                           {"tiny 1x32/8x16x128", 32, 8, 16, 128}};
-  const maskattn::KVType dtypes[] = {maskattn::KVType::f32, maskattn::KVType::f16, maskattn::KVType::q8};
   std::mt19937 gen(7);
   std::normal_distribution<float> normal;
   std::printf("target %s, %d thread(s), %d repetitions, median ms per step\n",
               maskattn::target_name(maskattn::best_target()), threads, reps);
-  std::printf("%-22s %-4s %12s %12s %8s %16s %16s %8s\n", "shape", "kv", "attend", "attend+rope", "ratio",
+  std::printf("%-22s %-8s %12s %12s %8s %16s %16s %8s\n", "shape", "kv", "attend", "attend+rope", "ratio",
               "append+attend", "... +rope", "ratio");
   for (const Shape& s : shapes)
-    for (maskattn::KVType t : dtypes) {
+    for (maskattn::KVType t : maskattn::kKVTypes) {
       maskattn::KVCacheConfig cfg;
       cfg.kv_heads = s.Hkv;
       cfg.capacity = s.L + 2 * reps + 8;
@@ -108,7 +107,7 @@ int main(int argc, char** argv) {
         }
       }
       const double ma0 = median(a0) * 1e3, ma1 = median(a1) * 1e3, ms0 = median(s0) * 1e3, ms1 = median(s1) * 1e3;
-      std::printf("%-22s %-4s %12.4f %12.4f %8.3f %16.4f %16.4f %8.3f\n", s.name, maskattn::kv_type_name(t), ma0, ma1,
+      std::printf("%-22s %-8s %12.4f %12.4f %8.3f %16.4f %16.4f %8.3f\n", s.name, maskattn::kv_type_name(t), ma0, ma1,
                   ma1 / ma0, ms0, ms1, ms1 / ms0);
     }
   std::printf("\nappend alone (8 KV heads x 128), median us per token: none / rope / rope + llama3 scaling\n");
@@ -123,9 +122,7 @@ int main(int argc, char** argv) {
     llama3.scaling.low_freq_factor = 1;
     llama3.scaling.high_freq_factor = 4;
     llama3.scaling.original_max_positions = 8192;
-    const maskattn::KVType all[] = {maskattn::KVType::f32, maskattn::KVType::f16, maskattn::KVType::bf16,
-                                    maskattn::KVType::q8, maskattn::KVType::q4};
-    for (maskattn::KVType t : all)
+    for (maskattn::KVType t : maskattn::kKVTypes)
       for (const int n : {T, 1}) {
         std::vector<maskattn::KVCache> caches;
         for (int variant = 0; variant < 3; ++variant) {
@@ -148,7 +145,7 @@ int main(int argc, char** argv) {
             c.append(maskattn::bhld(k.data(), 1, Hkv, n, D), maskattn::bhld(v.data(), 1, Hkv, n, D));
             times[(variant + r) % 3].push_back((now() - t0) / n);
           }
-        std::printf("  %-4s %4d token%s: %8.3f %8.3f %8.3f  (rope %.2fx, scaled %.2fx)\n", maskattn::kv_type_name(t), n,
+        std::printf("  %-8s %4d token%s: %8.3f %8.3f %8.3f  (rope %.2fx, scaled %.2fx)\n", maskattn::kv_type_name(t), n,
                     n == 1 ? " " : "s", median(times[0]) * 1e6, median(times[1]) * 1e6, median(times[2]) * 1e6,
                     median(times[1]) / median(times[0]), median(times[2]) / median(times[0]));
       }

@@ -162,18 +162,84 @@ TEST(Bfloat16, FloatToBfloat16RoundsToNearestEven) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The dtype table: one spelling per dtype, earlier spellings accepted, facts that match behaviour
+// ---------------------------------------------------------------------------------------------
+
+TEST(KVTypeTable, NamesAreTheDocumentedSpellingsAndEarlierOnesStillWork) {
+  // Each dtype as the docs (docs/kv-cache.md, docs/javascript.md) and the JavaScript API spell it,
+  // in the enum's order.
+  const std::vector<std::pair<KVType, std::string>> documented = {
+      {KVType::float32, "float32"}, {KVType::float16, "float16"}, {KVType::q8, "q8"}, {KVType::q4, "q4"},
+      {KVType::bfloat16, "bfloat16"}};
+  std::vector<std::pair<KVType, std::string>> names;
+  for (KVType t : maskattn::kKVTypes) names.emplace_back(t, maskattn::kv_type_name(t));
+  EXPECT_EQ(names, documented);
+  EXPECT_EQ(maskattn_test::kv_types(), std::vector<KVType>(std::begin(maskattn::kKVTypes), std::end(maskattn::kKVTypes)));
+  for (KVType t : maskattn::kKVTypes) {
+    EXPECT_EQ(maskattn::kv_type_of(maskattn::kv_type_name(t)), t) << maskattn::kv_type_name(t);
+    EXPECT_STREQ(maskattn::kv_type_info(t).name, maskattn::kv_type_name(t));
+  }
+  // The C++ enumerators and names of the first releases.
+  static_assert(KVType::f32 == KVType::float32 && KVType::f16 == KVType::float16 && KVType::bf16 == KVType::bfloat16);
+  EXPECT_EQ(maskattn::kv_type_of("f32"), KVType::float32);
+  EXPECT_EQ(maskattn::kv_type_of("f16"), KVType::float16);
+  EXPECT_EQ(maskattn::kv_type_of("bf16"), KVType::bfloat16);
+  EXPECT_STREQ(maskattn::kv_type_name(KVType::f16), "float16");  // printed in the one spelling
+  for (const char* other : {"int8", "Float32", "q8 ", "", "?"}) EXPECT_EQ(maskattn::kv_type_of(other), std::nullopt) << other;
+  EXPECT_EQ(maskattn::kv_type_of(nullptr), std::nullopt);
+  EXPECT_STREQ(maskattn::kv_type_name(static_cast<KVType>(99)), "?");
+  EXPECT_STREQ(maskattn::kv_type_info(static_cast<KVType>(99)).name, "?");
+}
+
+TEST(KVTypeTable, EachDtypesFactsAreWhatItsCacheDoes) {
+  for (KVType t : maskattn::kKVTypes) {
+    const maskattn::KVTypeInfo info = maskattn::kv_type_info(t);
+    SCOPED_TRACE(info.name);
+    KVCacheConfig cfg;
+    cfg.capacity = 4;
+    cfg.head_dim = 64;
+    cfg.dtype = t;
+    KVCache cache(cfg);
+    // bits: a row of 64 values takes 64 bits / 8 bytes, plus a float32 scale per block of 32 if quantized.
+    EXPECT_EQ(cache.byte_length(), 2 * 4 * (64 * info.bits / 8 + (info.quantized ? 2 * 4 : 0)));
+    // raw_bits: the uint16_t append is taken exactly by the dtypes that say so, and stores those bits.
+    const std::vector<uint16_t> bits(64, 0x3c00);
+    const auto raw = maskattn::bhld(bits.data(), 1, 1, 1, 64);
+    if (info.raw_bits) {
+      ASSERT_EQ(info.bits, 16);
+      cache.append(raw, raw);
+      std::vector<float> expect(64, t == KVType::float16 ? 1.0f : maskattn::bfloat16_to_float(0x3c00));
+      EXPECT_EQ(cache.read(0).key, expect);
+    } else {
+      EXPECT_THROW(cache.append(raw, raw), ArgumentError);
+      EXPECT_EQ(cache.lengths()[0], 0);
+    }
+    // Automatic key rotation: on for q4 keys only (docs/semantics.md, "Key rotation").
+    EXPECT_EQ(cache.keys_rotated(), t == KVType::q4);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The shadow: what each sequence holds, as plain float rows
 // ---------------------------------------------------------------------------------------------
 
-// A value as a cache of this dtype stores it (the test's own rounding).
+// A value as a cache of this dtype stores it (the test's own rounding; a float dtype added to the
+// table without its model here fails by name).
 float stored(KVType dtype, float x) {
-  if (dtype == KVType::f16) return float(half_value(nearest_half(x)));
-  if (dtype == KVType::bf16) return bf16_value(nearest_bf16(x));
+  if (dtype == KVType::float16) return float(half_value(nearest_half(x)));
+  if (dtype == KVType::bfloat16) return bf16_value(nearest_bf16(x));
+  if (dtype != KVType::float32) ADD_FAILURE() << "no rounding model for " << maskattn::kv_type_name(dtype);
   return x;
 }
 
-// The float dtypes a cache compares with plain attention on exactly the values it stores.
-const KVType kFloatDtypes[] = {KVType::f32, KVType::f16, KVType::bf16};
+// The float dtypes (not quantized), which a cache compares with plain attention on exactly the
+// values it stores: every such row of the table.
+std::vector<KVType> float_dtypes() {
+  std::vector<KVType> out;
+  for (KVType t : maskattn_test::kv_types())
+    if (!maskattn::kv_type_info(t).quantized) out.push_back(t);
+  return out;
+}
 
 struct Shadow {
   int64_t B, H, D, Dv;
@@ -259,7 +325,7 @@ class KVCacheTest : public TargetTest {
 // Ragged appends in several steps, truncate (rejected speculative tokens), re-append, reset;
 // float32, float16 and bfloat16, GQA 4/2, one and three query rows, every fully-masked policy.
 TEST_P(KVCacheTest, MatchesPlainAttentionThroughAGeneration) {
-  for (KVType dtype : kFloatDtypes) {
+  for (KVType dtype : float_dtypes()) {
     const std::string label = maskattn::kv_type_name(dtype);
     Rng rng("KVCache/generation/" + label);
     KVCacheConfig cfg;
@@ -311,7 +377,7 @@ TEST_P(KVCacheTest, MatchesPlainAttentionThroughAGeneration) {
 // A sliding-window ring: appends wrap around the capacity, and attention equals the full history
 // with window [W - 1, 0]. Queries of several rows need capacity >= W + Lq - 1.
 TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
-  for (KVType dtype : kFloatDtypes) {
+  for (KVType dtype : float_dtypes()) {
     Rng rng(std::string("KVCache/ring/") + maskattn::kv_type_name(dtype));
     KVCacheConfig cfg;
     cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 100; cfg.head_dim = 16; cfg.dtype = dtype; cfg.window = 97;

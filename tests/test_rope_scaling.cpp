@@ -171,12 +171,12 @@ void rotate_row(const Rope& rope, int64_t D, const float* x, int64_t pos, int64_
 
 // A cache of each dtype with each scaling, its keys appended in one step (so a length-dependent
 // scaling rotates them at the length its queries see). attend equals the float64 reference over
-// what read() holds with the queries rotated as the frequencies say (q8 keys: within the bound for
-// quantizing Q); a float32 cache also equals attention() with the same rope on the reference,
+// what read() holds with the queries rotated as the frequencies say (quantized keys: within the
+// bound for quantizing Q); a float32 cache also equals attention() with the same rope on the reference,
 // which rotates Q and K with its own frequencies.
 TEST_P(RopeScalingTest, CacheEqualsTheReference) {
   const int64_t Hq = 4, H = 2, L = 40, Lq = 3, D = 32;
-  for (KVType dtype : {KVType::f32, KVType::bf16, KVType::q8})
+  for (KVType dtype : maskattn_test::kv_types())
     for (const Variant& v : variants(D / 2)) {
       const std::string what = std::string(v.name) + ", " + maskattn::kv_type_name(dtype);
       SCOPED_TRACE(what);
@@ -203,7 +203,7 @@ TEST_P(RopeScalingTest, CacheEqualsTheReference) {
                                              maskattn::bhld(c.value.data(), 1, H, L, D), o, prec);
       };
       const maskattn::ReferenceResult r64 = ref(maskattn::Precision::fp64);
-      if (dtype != KVType::q8) {
+      if (!maskattn::kv_type_info(dtype).quantized) {
         EXPECT_TRUE(maskattn_test::compare_to_reference("O", out, r64.out, ref(maskattn::Precision::fp32).out, {1, Hq, Lq, D}));
       } else {
         double kmax = 0, vmax = 0;

@@ -21,16 +21,15 @@ using detail::cat;
 using detail::fail;
 using detail::fail_type;
 
-// "f32, f16, q8 or q4": the cache dtypes of maskattn/kv_types.inc, for error messages.
-std::string kv_type_list() {
-  const char* names[] = {
-#define MASKATTN_KV_TYPE(name, bits) #name,
-#include "maskattn/kv_types.inc"
-#undef MASKATTN_KV_TYPE
-  };
-  const size_t n = sizeof(names) / sizeof(names[0]);
+// "float32, float16, q8, q4 or bfloat16": the cache dtypes of maskattn/kv_types.inc (those `keep`
+// says yes to), for error messages.
+std::string kv_type_list(bool (*keep)(KVType) = nullptr) {
+  std::vector<const char*> names;
+  for (KVType t : kKVTypes)
+    if (!keep || keep(t)) names.push_back(kv_type_name(t));
   std::string s;
-  for (size_t i = 0; i < n; ++i) s += (i == 0 ? "" : i + 1 == n ? " or " : ", ") + std::string(names[i]);
+  for (size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
   return s;
 }
 }  // namespace
@@ -57,9 +56,10 @@ KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
       c.key_rotation != KeyRotation::hadamard)
     fail_type("key_rotation", cat("must be automatic, none or hadamard, given ", int(c.key_rotation)));
   const bool rotated = c.key_rotation == KeyRotation::hadamard || (c.key_rotation == KeyRotation::automatic &&
-                                                                   kt == KVType::q4 && c.head_dim % 2 == 0);
+                                                                   detail::rotates_keys(kt) && c.head_dim % 2 == 0);
   if (rotated && !detail::is_quantized(kt))
-    fail("key_rotation", cat("hadamard rotates keys before quantizing them: it needs key dtype q8 or q4, given ",
+    fail("key_rotation", cat("hadamard rotates keys before quantizing them: it needs key dtype ",
+                             kv_type_list(detail::is_quantized), ", given ",
                              kv_type_name(kt)));
   if (rotated && c.head_dim % 2 != 0)
     fail("key_rotation", cat("hadamard needs an even head_dim, given ", c.head_dim));
@@ -143,9 +143,9 @@ void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> c
 void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
   Impl& m = live();
   if (m.ktype != m.vtype || !detail::takes_raw_bits(m.ktype))
-    fail_type("k", cat("raw 16-bit values (uint16) need a cache whose keys and values are both f16 (IEEE halves) or ",
-                       "both bf16 (bfloat16 bits); this cache is ", kv_type_name(m.ktype), "/", kv_type_name(m.vtype),
-                       ": pass floats"));
+    fail_type("k", cat("raw 16-bit values (uint16) need a cache whose keys and values are both of one of ",
+                       kv_type_list(detail::takes_raw_bits), " (the stored bits); this cache is ", kv_type_name(m.ktype),
+                       "/", kv_type_name(m.vtype), ": pass floats"));
   m.append(k, v, counts);
 }
 

@@ -1,7 +1,9 @@
-// The element conversions of the cache dtypes (float16 and bfloat16 both ways) and the dtypes' names.
+// The element conversions of the cache dtypes (float16 and bfloat16 both ways) and what the dtypes
+// are (names, earlier spellings, kv_type_info), from maskattn/kv_types.inc and the row traits.
 #include <cstring>
 
 #include "kernel/half.hpp"
+#include "kernel/quant.hpp"
 #include "maskattn/maskattn.hpp"  // with maskattn/kv_cache.hpp
 
 namespace maskattn {
@@ -18,6 +20,26 @@ const char* kv_type_name(KVType t) noexcept {
 #undef MASKATTN_KV_TYPE
   }
   return "?";
+}
+
+KVTypeInfo kv_type_info(KVType t) noexcept {
+  for (KVType known : kKVTypes)
+    if (t == known)
+      return detail::with_kv_type(t, [t](auto tr) {
+        using Traits = decltype(tr);
+        return KVTypeInfo{kv_type_name(t), detail::kv_type_bits(t), Traits::kQuantized, Traits::kRawBits};
+      });
+  return KVTypeInfo{"?", 0, false, false};
+}
+
+std::optional<KVType> kv_type_of(const char* name) noexcept {
+  if (!name) return std::nullopt;
+#define MASKATTN_KV_TYPE(name_, bits) if (std::strcmp(name, #name_) == 0) return KVType::name_;
+#define MASKATTN_KV_TYPE_ALIAS(alias, name_) if (std::strcmp(name, #alias) == 0) return KVType::name_;
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE_ALIAS
+#undef MASKATTN_KV_TYPE
+  return std::nullopt;
 }
 
 }  // namespace maskattn

@@ -88,8 +88,8 @@ class PrefillAttention {
     const int64_t all = (p.Lk + KT - 1) / KT;
     tiles_ = p.kv.ring ? std::min(all, (p.kv.sink_tokens + KT - 1) / KT + (p.kv.sink_tokens + p.kv.ring + KT - 1) / KT + 1) : all;
     elementwise_ = p.has_elementwise_rules();
-    k_direct_ = p.kv.k_type == KVType::f32;
-    v_direct_ = p.kv.v_type == KVType::f32;
+    k_direct_ = reads_directly(p.kv.k_type);
+    v_direct_ = reads_directly(p.kv.v_type);
   }
 
   // Rows of one (batch, kv head): the group's query heads stacked, row f = (h - hkv * group) * Lq + i.

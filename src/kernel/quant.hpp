@@ -47,13 +47,18 @@ inline int round_to_int(float x) { return int(x + (x < 0 ? -0.5f : 0.5f)); }
 template <KVType T>
 struct RowTraits;
 
-// Each non-quantized dtype: Elem, what the kernels load; element i and the row as float; encode_row(),
-// a row of floats into the dtype (appends); kRawBits, whether an append may give the stored bits
-// themselves (uint16_t values of the 16-bit formats).
+// Every fact about a dtype is a member of its traits (or a column of maskattn/kv_types.inc):
+//   Elem          what the kernels load
+//   element(), to_float(), encode_row()   element i and the row as float; a row of floats into the
+//                 dtype (appends)
+//   kQuantized    blocks with scales (the layout at the top of this file; quantize(), scale())
+//   kRawBits      whether an append may give the stored bits themselves (uint16_t of the 16-bit formats)
+//   kDirect       whether the prefill kernel reads the stored rows as they are (else it converts tiles)
+//   kRotateKeys   whether KeyRotation::automatic rotates keys of this dtype
 template <>
-struct RowTraits<KVType::f32> {
-  static constexpr KVType kType = KVType::f32;
-  static constexpr bool kQuantized = false, kRawBits = false;
+struct RowTraits<KVType::float32> {
+  static constexpr KVType kType = KVType::float32;
+  static constexpr bool kQuantized = false, kRawBits = false, kDirect = true, kRotateKeys = false;
   using Elem = float;  // what the kernels load
   static int64_t row_bytes(int64_t n) { return 4 * n; }
   static float element(const void* row, int64_t, int64_t i) { return static_cast<const float*>(row)[i]; }
@@ -65,7 +70,7 @@ struct RowTraits<KVType::f32> {
 template <KVType T, class E, float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 struct Bits16RowTraits {
   static constexpr KVType kType = T;
-  static constexpr bool kQuantized = false, kRawBits = true;
+  static constexpr bool kQuantized = false, kRawBits = true, kDirect = false, kRotateKeys = false;
   using Elem = E;
   static int64_t row_bytes(int64_t n) { return 2 * n; }
   static float element(const void* row, int64_t, int64_t i) { return ToFloat(static_cast<const uint16_t*>(row)[i]); }
@@ -78,17 +83,17 @@ struct Bits16RowTraits {
   }
 };
 template <>
-struct RowTraits<KVType::f16> : Bits16RowTraits<KVType::f16, uint16_t, half_bits_to_float, float_to_half_bits> {};
+struct RowTraits<KVType::float16> : Bits16RowTraits<KVType::float16, uint16_t, half_bits_to_float, float_to_half_bits> {};
 template <>
-struct RowTraits<KVType::bf16> : Bits16RowTraits<KVType::bf16, Bf16, bf16_bits_to_float, float_to_bf16_bits> {};
+struct RowTraits<KVType::bfloat16> : Bits16RowTraits<KVType::bfloat16, Bf16, bf16_bits_to_float, float_to_bf16_bits> {};
 
 // The quantized dtypes share the block layout at the top of this file. Format (the dtype's
 // RowTraits) gives value(values, e), the integer element e of a block, and encode(), a finite
-// block's values and scale.
+// block's values and scale; kRotateKeys, whether its keys are rotated by default.
 template <KVType T, class Format>
 struct QuantRowTraits {
   static constexpr KVType kType = T;
-  static constexpr bool kQuantized = true, kRawBits = false;
+  static constexpr bool kQuantized = true, kRawBits = false, kDirect = false;
   static constexpr int64_t kValueBytes = kQuantBlock * kv_type_bits(T) / 8;  // per block
   using Elem = uint8_t;
   static int64_t row_bytes(int64_t n) { return quant_blocks(n) * (kValueBytes + 4); }
@@ -141,6 +146,7 @@ struct QuantRowTraits {
 template <>
 struct RowTraits<KVType::q8> : QuantRowTraits<KVType::q8, RowTraits<KVType::q8>> {
   static constexpr uint8_t kPadByte = 0;
+  static constexpr bool kRotateKeys = false;
   static int value(const uint8_t* values, int64_t e) { return int8_t(values[e]); }
   // The len values of a finite block with largest magnitude amax; returns the scale.
   static float encode(const float* x, int64_t len, float amax, float, uint8_t* values) {
@@ -160,6 +166,7 @@ struct RowTraits<KVType::q8> : QuantRowTraits<KVType::q8, RowTraits<KVType::q8>>
 template <>
 struct RowTraits<KVType::q4> : QuantRowTraits<KVType::q4, RowTraits<KVType::q4>> {
   static constexpr uint8_t kPadByte = 0x88;
+  static constexpr bool kRotateKeys = true;  // 4-bit keys lose outlier channels (docs/semantics.md, "Key rotation")
   static int value(const uint8_t* values, int64_t e) {
     const uint8_t byte = values[e % 16];
     return (e < 16 ? (byte & 15) : (byte >> 4)) - 8;
@@ -196,7 +203,7 @@ MASKATTN_DISPATCH_INLINE inline decltype(auto) with_kv_type(KVType t, F&& f) {
 #include "maskattn/kv_types.inc"
 #undef MASKATTN_KV_TYPE
   }
-  return f(RowTraits<KVType::f32>{});  // not reached: dtypes are checked where a cache is made
+  return f(RowTraits<KVType::float32>{});  // not reached: dtypes are checked where a cache is made
 }
 
 // Bytes of one stored row of n elements.
@@ -209,6 +216,14 @@ inline bool is_quantized(KVType t) {
 // Whether an append may give the stored 16-bit values themselves (float16 halves, bfloat16 bits).
 inline bool takes_raw_bits(KVType t) {
   return with_kv_type(t, [](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::kRawBits; });
+}
+// Whether the prefill kernel reads the dtype's stored rows in place (float32) or converts tiles.
+inline bool reads_directly(KVType t) {
+  return with_kv_type(t, [](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::kDirect; });
+}
+// Whether KeyRotation::automatic rotates keys of this dtype.
+inline bool rotates_keys(KVType t) {
+  return with_kv_type(t, [](auto tr) MASKATTN_DISPATCH_INLINE { return decltype(tr)::kRotateKeys; });
 }
 // One row of n floats into the dtype's stored row at `out` (stored_row_bytes(t, n) bytes).
 inline void encode_stored_row(KVType t, const float* x, int64_t n, void* out) {

@@ -3,7 +3,7 @@
 //
 //   maskattn::KVCacheConfig cfg;
 //   cfg.batch = 1; cfg.kv_heads = 8; cfg.capacity = 4096; cfg.head_dim = 128;
-//   cfg.dtype = maskattn::KVType::f16;            // half the memory and half the bytes to read
+//   cfg.dtype = maskattn::KVType::float16;          // half the memory and half the bytes to read
 //   maskattn::KVCache cache(cfg);
 //   cache.append(maskattn::bhld(k, 1, 8, T, 128), maskattn::bhld(v, 1, 8, T, 128));   // prompt
 //   cache.attend(maskattn::bhld(q, 1, 32, 1, 128), maskattn::bhld(o, 1, 32, 1, 128)); // causal
@@ -21,20 +21,40 @@
 
 namespace maskattn {
 
-// The cache dtypes are the rows of maskattn/kv_types.inc: f32, f16, q8, q4, bf16 (each row says what it stores).
+// The cache dtypes are the rows of maskattn/kv_types.inc: float32, float16, q8, q4, bfloat16 (each
+// row says what it stores). f32, f16 and bf16 are earlier spellings of float32, float16, bfloat16.
 enum class KVType {
 #define MASKATTN_KV_TYPE(name, bits) name,
+#define MASKATTN_KV_TYPE_ALIAS(alias, name) alias = name,
+#include "maskattn/kv_types.inc"
+#undef MASKATTN_KV_TYPE_ALIAS
+#undef MASKATTN_KV_TYPE
+};
+// Every cache dtype, in the enum's order (a loop over it covers a dtype added later).
+inline constexpr KVType kKVTypes[] = {
+#define MASKATTN_KV_TYPE(name, bits) KVType::name,
 #include "maskattn/kv_types.inc"
 #undef MASKATTN_KV_TYPE
 };
-// "f32", "f16", "q8", "q4", "bf16" ("?" for a value outside the enum).
+// "float32", "float16", "q8", "q4", "bfloat16" ("?" for a value outside the enum).
 const char* kv_type_name(KVType t) noexcept;
+// The dtype a name spells (kv_type_name's, or an earlier spelling: "f16"); nullopt for any other.
+std::optional<KVType> kv_type_of(const char* name) noexcept;
+// What a dtype is, for code that lists or labels them (the binding publishes it to JavaScript).
+struct KVTypeInfo {
+  const char* name;  // kv_type_name
+  int bits;          // per stored value (a quantized block adds a float32 scale per 32 values)
+  bool quantized;    // blocks of 32 with a scale each (docs/semantics.md, "Quantized caches")
+  bool raw_bits;     // append() also takes the stored 16-bit values themselves (the uint16_t overload)
+};
+// A value outside the enum: name "?", bits 0.
+KVTypeInfo kv_type_info(KVType t) noexcept;
 
 // A fixed orthogonal rotation of the head dimension (a Hadamard transform with random signs) applied
 // to keys before they are quantized and to queries before Q·Kᵀ: q·k is unchanged, and a few outlier
 // channels are spread over the whole block, so 4-bit keys keep their accuracy. read() undoes it.
 enum class KeyRotation {
-  automatic,  // on for q4 keys, off otherwise
+  automatic,  // on where the key dtype asks for it (q4), off otherwise
   none,
   hadamard,   // needs a quantized key_dtype; D must be even (rotates blocks of the largest power of 2 dividing D)
 };
@@ -45,7 +65,7 @@ struct KVCacheConfig {
   int64_t capacity = 0;     // positions per sequence (with a window: slots of the ring)
   int64_t head_dim = 0;     // D
   int64_t value_dim = -1;   // Dv; -1 = head_dim
-  KVType dtype = KVType::f32;
+  KVType dtype = KVType::float32;
   int64_t window = 0;       // W > 0: sliding-window ring (capacity >= W); attention sees the
                             // newest W positions, appends never run out of room
   // K and V may differ: each defaults to dtype (e.g. dtype q8, value_dtype q4).
@@ -91,7 +111,7 @@ class KVCache {
   // v [B, Hkv, T, Dv] (any layout/strides); counts[b] <= T: sequence b takes its first counts[b]
   // positions (empty = all T). Past capacity (no window) is an ArgumentError naming the
   // sequence, and nothing is written. q8/q4 rows are quantized here. The uint16_t overload gives
-  // the stored bits themselves, for caches whose K and V are both f16 (IEEE halves) or both bf16.
+  // the stored bits themselves, for caches whose K and V are both float16 (IEEE halves) or both bfloat16.
   void append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts = {});
   void append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts = {});
 
@@ -130,7 +150,7 @@ class KVCache {
   // The dequantized float32 contents sequence b holds: key [Hkv, n, D], value [Hkv, n, Dv]
   // (contiguous), n = sinks + length rows: positions 0 .. sinks-1 (sink tokens a ring kept below its
   // window; 0 otherwise), then start, start + 1, ... in order (a ring keeps the newest only).
-  // Keys come back unrotated. For every dtype; f32 returns the stored values exactly.
+  // Keys come back unrotated. For every dtype; float32 returns the stored values exactly.
   struct Contents {
     std::vector<float> key, value;
     int64_t start = 0, length = 0, sinks = 0;
@@ -138,7 +158,7 @@ class KVCache {
   Contents read(int64_t b) const;
 
   // Bytes of K/V storage: B x Hkv x capacity x (key row + value row bytes), where a row of n
-  // elements takes 4n (f32), 2n (f16, bf16), 36 per block of 32 (q8) or 20 per block (q4). Constant
+  // elements takes 4n (float32), 2n (float16, bfloat16), 36 per block of 32 (q8) or 20 per block (q4). Constant
   // for a contiguous cache.
   // A paged cache: the pages it holds (in use or free for reuse) x Hkv x page_size x (both rows).
   int64_t byte_length() const noexcept;
