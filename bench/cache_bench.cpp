@@ -1,5 +1,5 @@
 // Native KV-cache benchmark: one decode step (attend one query per head over a resident cache) for
-// every cache dtype (f32, f16, q8, q4, q8 keys with q4 values, bf16), on the MHA shape 1 x 32/32 x 2048 x 128
+// every cache dtype (float32, float16, q8, q4, q8 keys with q4 values, bfloat16), on the MHA shape 1 x 32/32 x 2048 x 128
 // and the GQA shape 1 x 32/8 x 4096 x 128, at 1 and 2 threads. Interleaved: each repetition measures
 // every (dtype, threads) pair in a new random order; four caches of each dtype rotate, so K/V never
 // come from the CPU cache. Prints ms per step, GB/s of K/V read, the ratios the README quotes, and
@@ -38,12 +38,12 @@ struct DtypePair {
   KVType k, v;
   const char* name;
 };
-const DtypePair kDtypes[] = {{KVType::f32, KVType::f32, "f32"},
-                             {KVType::f16, KVType::f16, "f16"},
+const DtypePair kDtypes[] = {{KVType::float32, KVType::float32, "float32"},
+                             {KVType::float16, KVType::float16, "float16"},
                              {KVType::q8, KVType::q8, "q8"},
                              {KVType::q4, KVType::q4, "q4"},
                              {KVType::q8, KVType::q4, "q8/q4"},
-                             {KVType::bf16, KVType::bf16, "bf16"}};
+                             {KVType::bfloat16, KVType::bfloat16, "bfloat16"}};
 constexpr int kNumDtypes = int(std::size(kDtypes));
 
 struct Shape {
@@ -171,7 +171,7 @@ void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
   }
   std::printf("%s: decode step B=1 Hq=%d Hkv=%d Lq=1 L=%d D=%d (%s), median of %d\n", s.name, s.Hq, s.Hkv, s.L, s.D,
               maskattn::target_name(maskattn::best_target()), reps);
-  std::printf("  %-8s %8s %10s %10s %12s\n", "dtype", "threads", "ms/step", "GB/s", "vs f32");
+  std::printf("  %-8s %8s %10s %10s %12s\n", "dtype", "threads", "ms/step", "GB/s", "vs float32");
   auto t_of = [&](int dtype, int ti) { return median(times[size_t(dtype * nt + ti)]); };
   for (int ti = 0; ti < nt; ++ti)
     for (int dtype = 0; dtype < kNumDtypes; ++dtype) {
@@ -184,9 +184,9 @@ void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
                     kDtypes[dtype].name, sec * 1e3);
       g_json += row;
     }
-  std::printf("  q8 vs f16 at 1 thread %.2fx; q4 vs q8 %.2fx; bf16 vs f16 %.2fx", t_of(1, 0) / t_of(2, 0), t_of(2, 0) / t_of(3, 0),
+  std::printf("  q8 vs float16 at 1 thread %.2fx; q4 vs q8 %.2fx; bfloat16 vs float16 %.2fx", t_of(1, 0) / t_of(2, 0), t_of(2, 0) / t_of(3, 0),
               t_of(1, 0) / t_of(5, 0));
-  if (nt > 1) std::printf("; 2 threads vs 1: f32 %.2fx, q8 %.2fx, q4 %.2fx", t_of(0, 0) / t_of(0, 1),
+  if (nt > 1) std::printf("; 2 threads vs 1: float32 %.2fx, q8 %.2fx, q4 %.2fx", t_of(0, 0) / t_of(0, 1),
                           t_of(2, 0) / t_of(2, 1), t_of(3, 0) / t_of(3, 1));
   std::printf("\n");
   accuracy(s, rng);

@@ -594,7 +594,7 @@ const std::vector<Row>& rows() {
       {"q8_append_halves", [](W& w) {
          w.q8.append(maskattn::bhld<const uint16_t>(w.hk.p(), 2, 2, 2, 4, int64_t(w.hk.size())),
                      maskattn::bhld<const uint16_t>(w.hv.p(), 2, 2, 2, 6, int64_t(w.hv.size())));
-       }, "k", {"f16"}, type},
+       }, "k", {"float16", "bfloat16"}, type},
       {"q8_truncate_beyond_length", [](W& w) { const std::vector<int32_t> l = {4, 5}; w.q8.truncate(l); }, "lengths[0]", {"3", "4"}},
       {"paged_append_short_k", [](W& w) {
          w.paged.append(maskattn::bhld<const float>(w.ak.p(), 2, 2, 2, 4, 31), w.append_v());

@@ -33,12 +33,12 @@ const BUILDS = [
   { name: 'relaxed-threads x2', options: { simd: true, relaxed: true, threads: 2 }, threads: 2 },
 ];
 const DTYPES = [
-  { name: 'f32', config: { dtype: 'float32' } },
-  { name: 'f16', config: { dtype: 'float16' } },
+  { name: 'float32', config: { dtype: 'float32' } },
+  { name: 'float16', config: { dtype: 'float16' } },
   { name: 'q8', config: { dtype: 'q8' } },
   { name: 'q4', config: { dtype: 'q4' } },
   { name: 'q8/q4', config: { dtype: 'q8', valueDtype: 'q4' } },
-  { name: 'bf16', config: { dtype: 'bfloat16' } },
+  { name: 'bfloat16', config: { dtype: 'bfloat16' } },
 ];
 const SHAPES = [
   { name: 'MHA', Hq: 32, Hkv: 32, L: 2048, D: 128 },
@@ -95,7 +95,7 @@ for (const s of SHAPES) {
     if ((r + 1) % 5 === 0) process.stderr.write(`  ${r + 1}/${REPS}\n`);
   }
   console.log(`\n${s.name}: B=1 Hq=${s.Hq} Hkv=${s.Hkv} Lq=1 L=${s.L} D=${s.D}`);
-  console.log(`${pad('build', 20)} ${pad('dtype', 7)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('% probe', 8)} ${lpad('vs f32', 8)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
+  console.log(`${pad('build', 20)} ${pad('dtype', 8)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('% probe', 8)} ${lpad('vs float32', 10)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
   for (const b of BUILDS) {
     const mine = pairs.filter((p) => p.build === b);
     const f32 = median(mine[0].times);
@@ -107,9 +107,9 @@ for (const s of SHAPES) {
         error: maxAbsDiff(p.out, ref) / maxV, cosine: cosine(p.out, ref) };
       row.probe_share = row.gbs / b.probe;
       results.push(row);
-      console.log(`${pad(b.name, 20)} ${pad(row.dtype, 7)} ${lpad(ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
+      console.log(`${pad(b.name, 20)} ${pad(row.dtype, 8)} ${lpad(ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
         `${lpad(`${(100 * row.probe_share).toFixed(0)}%`, 8)} ` +
-        `${lpad(`${row.vs_f32.toFixed(2)}x`, 8)} ${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
+        `${lpad(`${row.vs_f32.toFixed(2)}x`, 10)} ${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
     }
   }
   for (const p of pairs) for (const c of p.caches) c.dispose();

@@ -9,8 +9,8 @@ const [nativeFile, wasmFile, out = 'docs/cache-chart.svg'] = process.argv.slice(
 if (!nativeFile || !wasmFile) throw new Error('usage: node bench/js/cache-chart.mjs NATIVE.json WASM.json [OUT.svg]');
 const native = JSON.parse(readFileSync(nativeFile, 'utf8')).results.filter((r) => r.threads === 1);
 const wasm = JSON.parse(readFileSync(wasmFile, 'utf8')).results.filter((r) => r.build === 'relaxed');
-const DTYPES = ['f32', 'f16', 'q8', 'q4', 'q8/q4'];
-const COLORS = { f32: '#8c96a3', f16: '#6a9fd4', q8: '#2f7d4f', q4: '#d08a2e', 'q8/q4': '#9a5bb5' };
+const DTYPES = ['float32', 'float16', 'q8', 'q4', 'q8/q4'];
+const COLORS = { float32: '#8c96a3', float16: '#6a9fd4', q8: '#2f7d4f', q4: '#d08a2e', 'q8/q4': '#9a5bb5' };
 const SHAPES = ['MHA', 'GQA'];
 const GROUPS = [
   { label: 'native', rows: native, title: (r) => r.build },

@@ -148,7 +148,7 @@ for (let t = 0; t < N; t++) {
       parts.push(`${name} ${(100 * e.rel_max).toFixed(4)}% (cos ${e.cosine.toFixed(6)})`);
     });
     checks.push(check);
-    console.log(`check, token ${t + 1} (${P + t + 1} positions): max |ORT - maskattn f32| = ${check.ort_vs_f32.toExponential(2)}; ` +
+    console.log(`check, token ${t + 1} (${P + t + 1} positions): max |ORT - maskattn float32| = ${check.ort_vs_f32.toExponential(2)}; ` +
       `error against the float32 cache, max |dO| / max |V|: ${parts.join(', ')}`);
   }
   if ((t + 1) % progressEvery === 0) process.stderr.write(`  ${t + 1}/${N} tokens\n`);

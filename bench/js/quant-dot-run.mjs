@@ -19,8 +19,8 @@ export async function decodeSteps({ indexUrl, shapes, reps }) {
   relaxed._m.setQuantDot(probed);
   const builds = [['SIMD128', plain, ['i16']], ['relaxed', relaxed, dots]];
   const dtypes = [
-    ['f32', { dtype: 'float32' }, false], ['q8', { dtype: 'q8' }, true], ['q4', { dtype: 'q4' }, true],
-    ['q8 K, f32 V', { keyDtype: 'q8', valueDtype: 'float32' }, true], ['f32 K, q8 V', { keyDtype: 'float32', valueDtype: 'q8' }, false],
+    ['float32', { dtype: 'float32' }, false], ['q8', { dtype: 'q8' }, true], ['q4', { dtype: 'q4' }, true],
+    ['q8 K, float32 V', { keyDtype: 'q8', valueDtype: 'float32' }, true], ['float32 K, q8 V', { keyDtype: 'float32', valueDtype: 'q8' }, false],
   ];
   let seed = 7;
   const random = () => ((seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 2 ** 32) * 2 - 1;
@@ -63,19 +63,19 @@ export async function decodeSteps({ indexUrl, shapes, reps }) {
 }
 
 /**
- * The table of decodeSteps' rows: median and best ms; vs the same build's f32 cache and vs the
+ * The table of decodeSteps' rows: median and best ms; vs the same build's float32 cache and vs the
  * SIMD128 build's q8, from the best times (steadier than medians on a shared machine).
  */
 export function formatDecodeSteps(out) {
   const lines = [`relaxed build's probe chose quantDot '${out.probed}'; accepted: ${out.dots.join(', ')}`];
   for (const shape of [...new Set(out.rows.map((r) => r.shape))]) {
     const rows = out.rows.filter((r) => r.shape === shape);
-    const f32 = (build) => rows.find((r) => r.build === build && r.dtype === 'f32').min;
+    const f32 = (build) => rows.find((r) => r.build === build && r.dtype === 'float32').min;
     const plainQ8 = rows.find((r) => r.build === 'SIMD128' && r.dtype === 'q8').min;
-    lines.push('', `${shape}`, `${'build'.padEnd(9)} ${'cache'.padEnd(12)} ${'quantDot'.padEnd(17)} ${'median'.padStart(8)} ${'best'.padStart(8)} ${'vs f32'.padStart(7)} ${'vs SIMD128 q8'.padStart(14)}`);
+    lines.push('', `${shape}`, `${'build'.padEnd(9)} ${'cache'.padEnd(16)} ${'quantDot'.padEnd(17)} ${'median'.padStart(8)} ${'best'.padStart(8)} ${'vs float32'.padStart(11)} ${'vs SIMD128 q8'.padStart(14)}`);
     for (const r of rows)
-      lines.push(`${r.build.padEnd(9)} ${r.dtype.padEnd(12)} ${(r.dot ?? '-').padEnd(17)} ${r.ms.toFixed(3).padStart(8)} ${r.min.toFixed(3).padStart(8)} ` +
-        `${(f32(r.build) / r.min).toFixed(2).padStart(6)}x ${(plainQ8 / r.min).toFixed(2).padStart(13)}x`);
+      lines.push(`${r.build.padEnd(9)} ${r.dtype.padEnd(16)} ${(r.dot ?? '-').padEnd(17)} ${r.ms.toFixed(3).padStart(8)} ${r.min.toFixed(3).padStart(8)} ` +
+        `${(f32(r.build) / r.min).toFixed(2).padStart(10)}x ${(plainQ8 / r.min).toFixed(2).padStart(13)}x`);
   }
   return lines.join('\n');
 }
