@@ -1,6 +1,6 @@
-// The micro-kernel probe, written once against Simd<Arch> and included by one small file per
-// architecture (sse2.cpp, avx2.cpp, ...) after it defines MASKATTN_KERNEL_NS, exactly as the
-// library's kernels are built (src/dispatch/kernel_*.cpp).
+// The micro-kernel probe, written once against Simd<Arch> and included by one file per xsimd
+// architecture that bench/CMakeLists.txt makes from probe.cpp.in (defining MASKATTN_KERNEL_NS and
+// MASKATTN_SIMD first), exactly as the library's kernels are built (src/dispatch/kernel.cpp.in).
 #pragma once
 
 #include <algorithm>

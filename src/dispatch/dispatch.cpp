@@ -7,6 +7,7 @@
 
 #include "base/errors.hpp"
 #include "dispatch/targets.hpp"
+#include "problem/target_rows.hpp"
 #include "maskattn/reference.hpp"
 
 // MASKATTN_X86_DISPATCH: set by CMakeLists.txt when the build compiles the x86 rows of the table.
@@ -35,22 +36,31 @@ bool compiled_in(Target t) {
   }
 }
 
-// The table's cpu_check for x86 rows (xsimd's cpuid as `cpu`); every other row runs wherever it
-// was compiled.
+// The table's cpu_check of each row whose family this build compiles (x86 checks read xsimd's
+// cpuid as `cpu`); a row of another family is not compiled in, and its check, which may name what
+// this platform lacks (cpuid), is not compiled either.
 #if defined(MASKATTN_X86_DISPATCH)
 #define MASKATTN_CPU_x86(check) (check)
 #else
 #define MASKATTN_CPU_x86(check) false
 #endif
-#define MASKATTN_CPU_any(check) true
-#define MASKATTN_CPU_wasm(check) true
-#define MASKATTN_CPU_arm(check) true
+#if defined(__aarch64__)
+#define MASKATTN_CPU_arm(check) (check)
+#else
+#define MASKATTN_CPU_arm(check) false
+#endif
+#if defined(__wasm__)
+#define MASKATTN_CPU_wasm(check) (check)
+#else
+#define MASKATTN_CPU_wasm(check) false
+#endif
+#define MASKATTN_CPU_any(check) (check)
 bool cpu_supports(Target t) {
 #if defined(MASKATTN_X86_DISPATCH)
   static const auto cpu = xsimd::available_architectures();
 #endif
   switch (t) {
-#define MASKATTN_TARGET(name, lanes, preference, family, arch, int_dot, check, flags) \
+#define MASKATTN_TARGET(name, lanes, preference, family, arch, int_dot, check, ...) \
     case Target::name: return MASKATTN_CPU_##family(check);
 #include "maskattn/targets.inc"
 #undef MASKATTN_TARGET
@@ -97,8 +107,7 @@ const char* kernel_name(Kernel k) noexcept {
 
 int decode_max_rows(Target target, bool float_kv) noexcept {
   if (target == Target::automatic) target = best_target();
-  if (!float_kv || target == Target::scalar || target == Target::reference) return detail::kDecodeMaxRows;
-  return target == Target::simd128 ? detail::kDecodeMaxRowsFloatWasm : detail::kDecodeMaxRowsFloat;
+  return detail::decode_rows(target, float_kv);  // as the kernel decides it (kernel/run.hpp)
 }
 
 int target_lanes(Target t) noexcept {

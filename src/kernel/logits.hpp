@@ -7,10 +7,6 @@
 
 #include "base/arch_namespace.hpp"
 
-#if defined(__wasm_simd128__)
-#include <wasm_simd128.h>
-#endif
-
 #include <algorithm>
 #include <cstdint>
 
@@ -105,19 +101,9 @@ class Logits {
         // change a later byte of the mask, which keeps the loop scalar (measured: 3x slower #6).
         const uint8_t* __restrict bytes = a + j0;
         float* __restrict out = valid;
-        int64_t j = 0;
-#if defined(__wasm_simd128__)
-        // clang-14 keeps this loop scalar for SIMD128 (measured: the gather was 16% of #6 in Node);
-        // 16 mask bytes -> four lanes-wide masks that clear `valid` where the byte is 0.
-        for (; j + 16 <= n; j += 16) {
-          const v128_t zero = wasm_i8x16_eq(wasm_v128_load(bytes + j), wasm_i8x16_splat(0));
-          const v128_t lo = wasm_i16x8_extend_low_i8x16(zero), hi = wasm_i16x8_extend_high_i8x16(zero);
-          const v128_t m[4] = {wasm_i32x4_extend_low_i16x8(lo), wasm_i32x4_extend_high_i16x8(lo),
-                               wasm_i32x4_extend_low_i16x8(hi), wasm_i32x4_extend_high_i16x8(hi)};
-          for (int q = 0; q < 4; ++q)
-            wasm_v128_store(out + j + 4 * q, wasm_v128_andnot(wasm_v128_load(out + j + 4 * q), m[q]));
-        }
-#endif
+        // A vector loop of the target's own where the compiler's is poor (kernel/simd/wasm.hpp),
+        // then this one.
+        int64_t j = clear_where_zero(bytes, out, n);
         for (; j < n; ++j) out[j] = bytes[j] != 0 ? out[j] : 0.0f;
       } else if (!a[0]) {  // broadcast over keys
         std::fill(valid, valid + n, 0.0f);

@@ -18,6 +18,7 @@
 #include "kernel/decode_kernel.hpp"
 #include "kernel/online_softmax.hpp"
 #include "kernel/prefill_kernel.hpp"
+#include "problem/target_rows.hpp"
 
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
@@ -45,19 +46,13 @@ inline int threads_that_pay(const Problem& p, bool decode, int64_t units) {
   return int(std::max<int64_t>(1, std::min<int64_t>({int64_t(p.threads), by_cost, units})));
 }
 
-// Whether the decode kernel runs: few query rows per KV head group (kDecodeMaxRows and the float
-// limits beside it, problem/problem.hpp).
-template <class Arch>
-int decode_max_rows(const Problem& p) {
-  const bool float_kv = p.kv.k_type == KVType::f32 && p.kv.v_type == KVType::f32;
-  if (!float_kv || Simd<Arch>::W == 1) return kDecodeMaxRows;
-  return Simd<Arch>::kRegisters < 16 ? kDecodeMaxRowsFloatWasm : kDecodeMaxRowsFloat;
-}
-template <class Arch>
-bool use_decode(const Problem& p) {
+// Whether the decode kernel runs: few query rows per KV head group (the target table's
+// decode_rows, problem/target_rows.hpp, which maskattn::decode_max_rows also reads).
+inline bool use_decode(const Problem& p, Target target) {
   if (p.kernel == Kernel::decode || p.kernel == Kernel::decode_split) return true;
   if (p.kernel == Kernel::prefill || p.kernel == Kernel::prefill_split) return false;
-  return p.group * p.Lq <= decode_max_rows<Arch>(p);
+  const bool float_kv = p.kv.k_type == KVType::f32 && p.kv.v_type == KVType::f32;
+  return p.group * p.Lq <= decode_rows(target, float_kv);
 }
 
 // Key chunks (split-K, both kernels): [lo, hi) each, in key order. They cover the keys any row may
@@ -317,10 +312,11 @@ void run_decode(const Problem& p) {
   }
 }
 
+// The whole problem on the kernel of `target` (its row of the target table), instantiated on Arch.
 template <class Arch>
-void run_attention(const Problem& p) {
+void run_attention(const Problem& p, Target target) {
   if (p.B == 0 || p.Hq == 0 || p.Lq == 0) return;
-  if (!use_decode<Arch>(p)) return run_prefill<Arch>(p);
+  if (!use_decode(p, target)) return run_prefill<Arch>(p);
   run_decode<Arch>(p);
 }
 
