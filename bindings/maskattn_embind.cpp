@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <malloc.h>
 #include <memory>
@@ -255,43 +256,77 @@ double rope_attention_factor(double theta, double dims, double layout, double of
   }
 }
 
-// Returns the new cache's handle (> 0), or minus the status code when the configuration is bad or
-// its memory cannot be had. dtypes: KVType's order (maskattn/kv_types.inc: 0 = f32, 1 = f16, 2 = q8,
-// 3 = q4, 4 = bf16); key_dtype and
-// value_dtype -1 = dtype; key_rotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none. JS
-// passes safe integers; a code outside the enums reaches the library, which names the field.
-// sink_tokens 0 = none; page_size 0 = one contiguous block; has_rope 0 = no RoPE (else rope_of's fields;
-// rope_scaling: the scaling's record as a JS array of numbers, empty = none).
-double kv_create(double batch, double kv_heads, double capacity, double head_dim, double value_dim,
-                 double dtype, double window, double key_dtype, double value_dtype, double key_rotation,
-                 double sink_tokens, double page_size, double has_rope, double rope_theta, double rope_dims,
-                 double rope_layout, double rope_offset, emscripten::val rope_scaling) {
+// The cache dtypes (maskattn/kv_types.inc), the one list JavaScript reads (js/plan.js): in code
+// order, each { name, code, bits, quantized, rawBits } (rawBits: append() also takes the stored
+// bits as uint16). The C++ enumerators' earlier spellings (f16) are not JavaScript names.
+emscripten::val kv_types() {
   using namespace maskattn;
+  emscripten::val list = emscripten::val::array();
+  for (KVType t : kKVTypes) {
+    const KVTypeInfo info = kv_type_info(t);
+    emscripten::val row = emscripten::val::object();
+    row.set("name", std::string(info.name));
+    row.set("code", int(t));
+    row.set("bits", info.bits);
+    row.set("quantized", info.quantized);
+    row.set("rawBits", info.raw_bits);
+    list.call<void>("push", row);
+  }
+  return list;
+}
+
+// A cache's configuration crosses as one object of named numbers, like the call's block: the
+// field list below is its one definition, published by cacheConfigLayout() (a test checks that JS,
+// js/plan.js CACHE_CONFIG, writes exactly these). dtypes: codes from kvTypes(); keyDtype and
+// valueDtype -1 = dtype; keyRotation 0 = automatic, 1 = none, 2 = hadamard; window 0 = none;
+// sinkTokens 0 = none; pageSize 0 = one contiguous block; hasRope 0 = no RoPE (else rope_of's
+// fields; ropeScaling: the scaling's record as an array of numbers, empty = none). JS passes safe
+// integers; a code outside the enums reaches the library, which names the field.
+#define MASKATTN_CACHE_FIELDS(X)                                                                \
+  X(batch) X(kvHeads) X(capacity) X(headDim) X(valueDim) X(dtype) X(window) X(keyDtype) X(valueDtype) \
+  X(keyRotation) X(sinkTokens) X(pageSize) X(hasRope) X(ropeTheta) X(ropeDims) X(ropeLayout) X(ropeOffset)
+
+std::string cache_config_layout() {
+  std::string names;
+#define MASKATTN_NAME(name) names += std::string(#name) + ",";
+  MASKATTN_CACHE_FIELDS(MASKATTN_NAME)
+#undef MASKATTN_NAME
+  return names + "ropeScaling";
+}
+
+// Returns the new cache's handle (> 0), or minus the status code when the configuration is bad or
+// its memory cannot be had.
+double kv_create(emscripten::val fields) {
+  using namespace maskattn;
+  struct {
+#define MASKATTN_FIELD(name) double name;
+    MASKATTN_CACHE_FIELDS(MASKATTN_FIELD)
+#undef MASKATTN_FIELD
+  } f;
+#define MASKATTN_READ(name) f.name = fields[#name].as<double>();
+  MASKATTN_CACHE_FIELDS(MASKATTN_READ)
+#undef MASKATTN_READ
   uint32_t handle = 0;
   const int status = guarded("the WebAssembly heap cannot hold this cache's keys and values", [&] {
     KVCacheConfig config;
-    config.batch = whole(batch);
-    config.kv_heads = whole(kv_heads);
-    config.capacity = whole(capacity);
-    config.head_dim = whole(head_dim);
-    config.value_dim = whole(value_dim);
-    constexpr int kTypes = 0
-#define MASKATTN_KV_TYPE(name, bits) +1
-#include "maskattn/kv_types.inc"
-#undef MASKATTN_KV_TYPE
-        ;
+    config.batch = whole(f.batch);
+    config.kv_heads = whole(f.kvHeads);
+    config.capacity = whole(f.capacity);
+    config.head_dim = whole(f.headDim);
+    config.value_dim = whole(f.valueDim);
+    constexpr double kTypes = double(std::size(kKVTypes));
     auto type = [](double code) { return code >= 0 && code < kTypes ? static_cast<KVType>(int(code)) : static_cast<KVType>(-1); };
-    config.dtype = type(dtype);
-    if (key_dtype != -1) config.key_dtype = type(key_dtype);
-    if (value_dtype != -1) config.value_dtype = type(value_dtype);
-    config.key_rotation = key_rotation >= 0 && key_rotation <= 2 ? static_cast<KeyRotation>(int(key_rotation))
-                                                                 : static_cast<KeyRotation>(-1);
-    config.window = whole(window);
-    config.sink_tokens = whole(sink_tokens);
-    config.page_size = whole(page_size);
-    if (has_rope != 0) {
-      const std::vector<double> scaling = emscripten::vecFromJSArray<double>(rope_scaling);
-      config.rope = rope_of(rope_theta, rope_dims, rope_layout, rope_offset, scaling.data(), scaling.size());
+    config.dtype = type(f.dtype);
+    if (f.keyDtype != -1) config.key_dtype = type(f.keyDtype);
+    if (f.valueDtype != -1) config.value_dtype = type(f.valueDtype);
+    config.key_rotation = f.keyRotation >= 0 && f.keyRotation <= 2 ? static_cast<KeyRotation>(int(f.keyRotation))
+                                                                   : static_cast<KeyRotation>(-1);
+    config.window = whole(f.window);
+    config.sink_tokens = whole(f.sinkTokens);
+    config.page_size = whole(f.pageSize);
+    if (f.hasRope != 0) {
+      const std::vector<double> scaling = emscripten::vecFromJSArray<double>(fields["ropeScaling"]);
+      config.rope = rope_of(f.ropeTheta, f.ropeDims, f.ropeLayout, f.ropeOffset, scaling.data(), scaling.size());
     }
     auto cache = std::make_unique<KVCache>(config);
     if (g_next_handle == 0) g_next_handle = 1;  // after 2^32 caches: 0 stays "no cache"
@@ -506,6 +541,8 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("heapInUse", &heap_in_use);
   function("readProbe", &maskattn_read_probe);
   function("kvCreate", &kv_create);
+  function("kvTypes", &kv_types);
+  function("cacheConfigLayout", &cache_config_layout);
   function("ropeAttentionFactor", &rope_attention_factor);
   function("kvDestroy", &kv_destroy);
   function("kvAppend", &kv_append);

@@ -3,7 +3,7 @@
 // kv-cache.js). Reading is read.js's, planning plan.js's, the call wasm-call.js's.
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
 import { check4, checkLayout, entries, isArray, ownFields, shapeOf } from './read.js';
-import { callOptions, planCall } from './plan.js';
+import { cacheDtypes, callOptions, planCall } from './plan.js';
 import { Wire } from './wasm-call.js';
 import { Workspace } from './workspace.js';
 import { KVCache } from './kv-cache.js';
@@ -56,6 +56,8 @@ export class MaskAttn {
       build: build ?? `maskattn-${info.simd ? 'simd' : 'scalar'}${info.relaxed ? '-relaxed' : ''}${info.pthreads ? '-threads' : ''}`,
       version: info.version,
     });
+    /** The KV cache dtypes this module stores (createKVCache's dtype), in the library's order: 'float32' first, the default. */
+    this.kvDtypes = cacheDtypes(module).names;
   }
 
   /**

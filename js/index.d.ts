@@ -226,15 +226,18 @@ export declare class Workspace {
  * Storage type of a KV cache: 'float16' and 'bfloat16' halve the memory and the bytes each step
  * reads (bfloat16: float32's range, 8 significant bits; what most models are trained in); 'q8'
  * and 'q4' store blocks of 32 values with one float32 scale (0.28x and 0.16x of float32 at
- * D = 128; docs/semantics.md, "Quantized caches").
+ * D = 128; docs/semantics.md, "Quantized caches"). The same names as `MaskAttn.kvDtypes` (the
+ * library's table; tests/js/cache-table.test.mjs checks both unions against it).
  */
 export type KVDtype = 'float32' | 'float16' | 'q8' | 'q4' | 'bfloat16';
+/** The dtypes whose caches also take their stored 16-bit values (a Uint16Array) in append(). */
+export type KVRawBitsDtype = 'float16' | 'bfloat16';
 
 /** Key rotation before quantizing: 'automatic' (default) rotates q4 keys; 'hadamard' needs q8/q4 keys and an even headDim. */
 export type KeyRotation = 'automatic' | 'none' | 'hadamard';
 
 /** What a cache of a dtype accepts in append(): float16 and bfloat16 caches also take their raw 16-bit values. */
-export type KVInput<T extends KVDtype = KVDtype> = T extends 'float16' | 'bfloat16' ? Float32Array | Uint16Array : Float32Array;
+export type KVInput<T extends KVDtype = KVDtype> = T extends KVRawBitsDtype ? Float32Array | Uint16Array : Float32Array;
 
 /** Configuration of `createKVCache` (all sizes are non-negative integers). */
 export interface KVCacheOptions<T extends KVDtype = KVDtype> {
@@ -380,6 +383,8 @@ export interface Limits {
 export declare class MaskAttn {
   readonly backend: Backend;
   readonly limits: Limits;
+  /** The KV cache dtypes this module stores, in the library's order ('float32', the default, first). */
+  readonly kvDtypes: readonly KVDtype[];
   attention(q: Tensor, k: Tensor, v: Tensor, options?: AttentionOptions): AttentionResult;
   createWorkspace(shapes: WorkspaceShapes): Workspace;
   /** A KV cache in wasm memory; `dispose()` it when done. */

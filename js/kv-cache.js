@@ -4,7 +4,7 @@
 // over the cache's logical K/V; every call goes through the module's Wire (wasm-call.js).
 import { MaskAttnRangeError, MaskAttnTypeError, describe } from './errors.js';
 import { check4, checkLayout, count, ownFields, shapeOf, toInt32, toInt32List } from './read.js';
-import { RAW16_DTYPES, callOptions, logical, planCache, planCall } from './plan.js';
+import { cacheDtypes, callOptions, logical, planCache, planCall } from './plan.js';
 
 const APPEND_OPTIONS = new Set(['counts', 'layout']);
 // Calls needing at most this many bytes of inputs and outputs reuse the cache's own scratch block
@@ -26,19 +26,20 @@ const align16 = (bytes) => Math.ceil(bytes / 16) * 16;
 export class KVCache {
   /** Made by MaskAttn.createKVCache(config). */
   constructor(wire, fields) {
-    const { config, args } = planCache(fields);
+    this._dtypes = cacheDtypes(wire.m);
+    const { config, args } = planCache(fields, this._dtypes);
     this._wire = wire;
     this._m = wire.m;
     // Ownership: the C++ KVCache (and its K/V storage) belongs to the module's handle table until
     // dispose(); this object holds its handle. The scratch block is this object's (see _block).
-    const handle = this._m.kvCreate(...args);
+    const handle = this._m.kvCreate(args);
     if (handle < 0) wire.check(-handle);
     this._handle = handle;
     this._scratch = 0;
     this._scratchBytes = 0;
     if (config.rope?.scaling) {  // resolved: the attention factor the library derives (or was given)
-      const [, theta, dims, layout, offset, scaling] = args.slice(-6);
-      const attentionFactor = this._m.ropeAttentionFactor(theta, dims, layout, offset, scaling, config.headDim);
+      const { ropeTheta, ropeDims, ropeLayout, ropeOffset, ropeScaling } = args;
+      const attentionFactor = this._m.ropeAttentionFactor(ropeTheta, ropeDims, ropeLayout, ropeOffset, ropeScaling, config.headDim);
       config.rope = Object.freeze({ ...config.rope, scaling: Object.freeze({ ...config.rope.scaling, attentionFactor }) });
     }
     /** The configuration, with defaults filled in (valueDim = headDim, window 0 = none, rope's scaling resolved). */
@@ -99,7 +100,7 @@ export class KVCache {
     const wire = this._wire;
     const kDims = check4(shapeOf(k, 'k'), 'k', layout, wire.limits);
     const vDims = check4(shapeOf(v, 'v'), 'v', layout, wire.limits);
-    const halves = RAW16_DTYPES.has(this.config.keyDtype) && this.config.valueDtype === this.config.keyDtype;
+    const halves = this._dtypes.byName.get(this.config.keyDtype).rawBits && this.config.valueDtype === this.config.keyDtype;
     const kData = wire.input(k, 'k', kDims, halves ? ['Float32Array', 'Uint16Array'] : ['Float32Array']);
     const half = kData.kind === 'Uint16Array';
     const vData = wire.input(v, 'v', vDims, [kData.kind]);

@@ -255,23 +255,33 @@ export function callFields(plan, ptr, at, stats) {
 
 // ------------------------------------------------------------------------------ cache config
 
-// Element types of a cache: the name (kept in config) and the library's code (kv_create's dtype,
-// KVType's order). q8 / q4: blocks of 32 with a float32 scale (docs/semantics.md, "Quantized caches").
-const DTYPES = new Map([['float32', 0], ['float16', 1], ['q8', 2], ['q4', 3], ['bfloat16', 4]]);
-/** The 16-bit formats, whose caches also take their own bits (a Uint16Array) in append(). */
-export const RAW16_DTYPES = new Set(['float16', 'bfloat16']);
-const dtypeOf = (x, name) => {
-  choice(x, name, DTYPES);
-  return x;
-};
+// Element types of a cache: the module's list (the binding's kvTypes(), from the C++ table
+// maskattn/kv_types.inc), each { name, code, bits, quantized, rawBits }; code is what kv_create
+// takes. q8 / q4: blocks of 32 with a float32 scale (docs/semantics.md, "Quantized caches").
+const DTYPE_TABLES = new WeakMap();
+/**
+ * The cache dtypes a module knows: `list` in code order (list[0], float32, is the default), `byName`
+ * (a Map: 'toString' is not a name) and `names`.
+ */
+export function cacheDtypes(module) {
+  let t = DTYPE_TABLES.get(module);
+  if (!t) {
+    const list = Object.freeze(module.kvTypes().map((row) => Object.freeze({ ...row })));
+    t = Object.freeze({ list, byName: new Map(list.map((row) => [row.name, row])), names: Object.freeze(list.map((row) => row.name)) });
+    DTYPE_TABLES.set(module, t);
+  }
+  return t;
+}
+const dtypeOf = (x, name, dtypes) => choice(x, name, dtypes.byName).name;
 const ROTATIONS = new Map([['automatic', 0], ['none', 1], ['hadamard', 2]]);
 
 /**
- * The configuration of a KV cache (createKVCache), in the order of kv_create's parameters in
- * bindings/maskattn_embind.cpp: read(x, config so far) gives the field's value (defaults filled
- * in), wire(value) its argument (the value itself when absent); required: no default; library: as
- * in OPTIONS (index.d.ts: KVCacheOptions, checked by the same test). Sizes and
- * limits (bytes, capacity) are the library's to check: it does before it allocates.
+ * The configuration of a KV cache (createKVCache): read(x, config so far, the module's dtypes)
+ * gives the field's value (defaults filled in), wire(value, dtypes) its fields in the binding's
+ * named block (bindings/maskattn_embind.cpp MASKATTN_CACHE_FIELDS, published as
+ * cacheConfigLayout(); without wire, the one field of the row's name); required: no default;
+ * library: as in OPTIONS (index.d.ts: KVCacheOptions, checked by the same test). Sizes and limits
+ * (bytes, capacity) are the library's to check: it does before it allocates.
  */
 export const CACHE_CONFIG = {
   batch: { read: (x) => count(x ?? 1, 'batch') },
@@ -279,43 +289,46 @@ export const CACHE_CONFIG = {
   capacity: { read: (x) => count(x, 'capacity'), required: true },
   headDim: { read: (x) => count(x, 'headDim'), required: true, library: 'head_dim' },
   valueDim: { read: (x, c) => count(x ?? c.headDim, 'valueDim'), library: 'value_dim' },
-  dtype: { read: (x) => dtypeOf(x ?? 'float32', 'dtype'), wire: (v) => DTYPES.get(v) },
+  dtype: { read: (x, c, t) => dtypeOf(x ?? t.list[0].name, 'dtype', t), wire: (v, t) => ({ dtype: t.byName.get(v).code }) },
   window: { read: (x) => count(x ?? 0, 'window') },
-  keyDtype: { read: (x, c) => dtypeOf(x ?? c.dtype, 'keyDtype'), wire: (v) => DTYPES.get(v), library: 'key_dtype' },
-  valueDtype: { read: (x, c) => dtypeOf(x ?? c.dtype, 'valueDtype'), wire: (v) => DTYPES.get(v), library: 'value_dtype' },
+  keyDtype: {
+    read: (x, c, t) => dtypeOf(x ?? c.dtype, 'keyDtype', t), wire: (v, t) => ({ keyDtype: t.byName.get(v).code }), library: 'key_dtype',
+  },
+  valueDtype: {
+    read: (x, c, t) => dtypeOf(x ?? c.dtype, 'valueDtype', t), wire: (v, t) => ({ valueDtype: t.byName.get(v).code }), library: 'value_dtype',
+  },
   keyRotation: {
     read: (x) => {
       choice(x ?? 'automatic', 'keyRotation', ROTATIONS);
       return x ?? 'automatic';
     },
-    wire: (v) => ROTATIONS.get(v),
+    wire: (v) => ({ keyRotation: ROTATIONS.get(v) }),
     library: 'key_rotation',
   },
   sinkTokens: { read: (x) => count(x ?? 0, 'sinkTokens'), library: 'sink_tokens' },
   pageSize: { read: (x) => count(x ?? 0, 'pageSize'), library: 'page_size' },
-  // kv_create's last six arguments: hasRope, theta, dims, layout, offset and the scaling's record (a
-  // plain array, empty for none). In config: null, or the rope with defaults filled in (dims 0 =
-  // headDim, yarn's betas).
+  // In config: null, or the rope with defaults filled in (dims 0 = headDim, yarn's betas). Its
+  // fields are the call block's (ropeFields) and the scaling's record as a plain array (empty: none).
   rope: {
     read: (x, c) => {
       const r = readRope(x);
       return r && Object.freeze({ ...r, dims: r.dims || c.headDim });
     },
-    wire: (v) => [...Object.values(ropeFields(v)), v?.scaling ? Array.from(scalingRecord(v.scaling)) : []],
-    spread: true,
+    wire: (v) => ({ ...ropeFields(v), ropeScaling: v?.scaling ? Array.from(scalingRecord(v.scaling)) : [] }),
   },
 };
 
-/** The cache's configuration (defaults filled in) and kv_create's arguments, from the caller's fields. */
-export function planCache(fields) {
+/**
+ * The cache's configuration (defaults filled in) and kv_create's named fields, from the caller's
+ * fields and the module's dtypes (cacheDtypes).
+ */
+export function planCache(fields, dtypes) {
   const expected = `{ ${Object.entries(CACHE_CONFIG).map(([name, row]) => (row.required ? name : `${name}?`)).join(', ')} }`;
   const given = ownFields(fields, 'config', new Set(Object.keys(CACHE_CONFIG)), expected);
   const config = {};
-  for (const [name, row] of Object.entries(CACHE_CONFIG)) config[name] = row.read(given[name], config);
-  const args = Object.entries(CACHE_CONFIG).flatMap(([name, row]) => {
-    const arg = row.wire ? row.wire(config[name]) : config[name];
-    return row.spread ? arg : [arg];
-  });
+  for (const [name, row] of Object.entries(CACHE_CONFIG)) config[name] = row.read(given[name], config, dtypes);
+  const args = {};
+  for (const [name, row] of Object.entries(CACHE_CONFIG)) Object.assign(args, row.wire ? row.wire(config[name], dtypes) : { [name]: config[name] });
   return { config, args };
 }
 

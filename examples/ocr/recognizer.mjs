@@ -4,7 +4,6 @@
 // attention output.
 import { HEADS, HEAD_SIZE, INPUT, LAYERS, PROBS, probeModel, splitModel } from './model.mjs';
 
-export const DTYPES = Object.freeze(['float32', 'float16', 'bfloat16', 'q8', 'q4']);
 export const LEVELS = Object.freeze(['disabled', 'basic', 'extended', 'all']);
 
 /** Greedy CTC decoding: the best class per token, repeats merged, blanks (class 0) dropped. */
@@ -35,7 +34,7 @@ export function maxAbsDiff(a, b) {
  * already scaled by the model, so the scale is 1.
  */
 export function maskattnLayer(ma, q, k, v, { dtype = 'float32', keyRotation, keyLengths, returnWeights = false } = {}) {
-  if (!DTYPES.includes(dtype)) throw new RangeError(`dtype: expected one of ${DTYPES.join(', ')}, got ${dtype}`);
+  if (!ma.kvDtypes.includes(dtype)) throw new RangeError(`dtype: expected one of ${ma.kvDtypes.join(', ')}, got ${dtype}`);
   const [B, H, L, D] = q.shape;
   if (dtype === 'float32' && keyRotation === undefined) {
     return ma.attention(q, k, v, { scale: 1, keyLengths, returnWeights });

@@ -123,14 +123,14 @@ for (const buildInfo of BUILDS) {
           cache.dispose();
         }
       }
-      const f32 = ma.createKVCache({ kvHeads: 8, capacity: 64, headDim: 128 });
-      const q8 = ma.createKVCache({ kvHeads: 8, capacity: 64, headDim: 128, dtype: 'q8' });
-      const q4 = ma.createKVCache({ kvHeads: 8, capacity: 64, headDim: 128, dtype: 'q4' });
-      assert.ok(q8.byteLength / f32.byteLength <= 0.3);
-      assert.ok(q4.byteLength / f32.byteLength <= 0.17);
-      assert.equal(q4.config.keyDtype, 'q4');
-      assert.equal(q4.config.keyRotation, 'automatic');
-      for (const c of [f32, q8, q4]) c.dispose();
+      const float32Cache = ma.createKVCache({ kvHeads: 8, capacity: 64, headDim: 128 });
+      const q8Cache = ma.createKVCache({ kvHeads: 8, capacity: 64, headDim: 128, dtype: 'q8' });
+      const q4Cache = ma.createKVCache({ kvHeads: 8, capacity: 64, headDim: 128, dtype: 'q4' });
+      assert.ok(q8Cache.byteLength / float32Cache.byteLength <= 0.3);
+      assert.ok(q4Cache.byteLength / float32Cache.byteLength <= 0.17);
+      assert.equal(q4Cache.config.keyDtype, 'q4');
+      assert.equal(q4Cache.config.keyRotation, 'automatic');
+      for (const c of [float32Cache, q8Cache, q4Cache]) c.dispose();
     });
 
     test('NaN in a block reads back NaN for that block only, and shows only where attended', () => {
