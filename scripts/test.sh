@@ -66,6 +66,8 @@ build() {  # build DIR [cmake args...]: configure once, then build (with the tes
 
 step "layers of src/: no include climbs (scripts/check-layers.sh)"
 run bash -c 'if bash scripts/check-layers.sh; then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
+step "lists only in their tables: dtypes, targets, builds (scripts/check-lists.mjs)"
+run bash -c 'if node scripts/check-lists.mjs; then echo "0 tests failed out of 1"; else echo "1 tests failed out of 1"; exit 1; fi'
 
 step "native build (Release): every x86 row of the target table (src/include/maskattn/targets.inc), run-time dispatch"
 run build build/native -DCMAKE_BUILD_TYPE=Release -DMASKATTN_BUILD_BENCH=ON
