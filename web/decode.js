@@ -103,6 +103,16 @@ function wire(els, { reset, next, stop, play, stepsTaken }) {
 }
 
 /**
+ * The dtype select offers the module's cache dtypes (ma.kvDtypes: the library's table): the page's
+ * options keep their labels, one the module lacks goes, and a dtype the page does not know is added
+ * under its name.
+ */
+function offerDtypes(select, names) {
+  for (const option of [...select.options]) if (!names.includes(option.value)) option.remove();
+  for (const name of names) if (![...select.options].some((o) => o.value === name)) select.add(new Option(name, name));
+}
+
+/**
  * els: { root, form, dtype, window, windowSize, capacity, ragged, next, play, reset, status, memory, error, fills,
  *        weightsCanvas, weightsTooltip, weightsReadout, slotsCanvas, slotsTooltip, slotsReadout,
  *        call, json, notice, rope, ropeTheta, ropeLayout, ropeCheck }
@@ -148,6 +158,7 @@ export function setupDecode(els, { getMa, expose }) {
     stop();
     const ma = getMa();
     if (!ma) return;
+    offerDtypes(els.dtype, ma.kvDtypes);
     dispose(s);
     const cfg = settings(els, texts);
     s = {};
