@@ -42,7 +42,7 @@ inline int64_t row_units(KVType t, int64_t n) { return is_quantized(t) ? stored_
 
 struct KVCache::Impl {
   KVCacheConfig cfg;                // dtypes resolved
-  KVType ktype = KVType::f32, vtype = KVType::f32;
+  KVType ktype = KVType::float32, vtype = KVType::float32;
   bool rotated = false;             // keys stored as R·k (kernel/quant.hpp)
   std::optional<detail::RopeRotation> rope;  // cfg.rope's frequencies, made once (copied per call)
   int64_t k_row_bytes = 0, v_row_bytes = 0;

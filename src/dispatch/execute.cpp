@@ -30,7 +30,7 @@ KeySource logical_keys(const KeySource& kv, std::vector<float> (&rows)[2]) {
   }
   plain.k = rows[0].data();
   plain.v = rows[1].data();
-  plain.k_type = plain.v_type = KVType::f32;
+  plain.k_type = plain.v_type = KVType::float32;
   plain.keys_rotated = false;
   plain.k_pages = plain.v_pages = nullptr;
   plain.page_keys = plain.pages_per_seq = 0;
