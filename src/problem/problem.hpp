@@ -39,18 +39,20 @@ constexpr int64_t kMaxRingLength = maskattn::kMaxRingLength;
 // Published as maskattn::max_buffer_bytes() (JavaScript reads it from there).
 constexpr int64_t kMaxBytes = int64_t(std::min<uint64_t>(uint64_t(INT64_MAX), uint64_t(SIZE_MAX)) / 2);
 
-struct Problem {
-  // Sizes. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).
+// Problem's parts, one per rule group: each is what one check_* of validate.cpp returns, in the
+// order they are checked (an argument's error is reported before a later group's).
+// Sizes and where Q, K and V live. group = Hq / Hkv query heads share one key/value head (GQA; 1 = plain MHA).
+struct ProblemShape {
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0, group = 1;
-
   const float* q = nullptr;
   KeySource kv;  // where K/V rows live (a dense tensor or a KV cache's storage) and their dtypes
+  RowMajor3 qs;
+};
+struct ProblemOutput {
   float* out = nullptr;
-  RowMajor3 qs, os;
-
-  float scale = 1.0f;
-
-  // Mask rules.
+  RowMajor3 os;
+};
+struct MaskRules {
   bool causal = false;
   bool top_left = false;
   const int32_t* key_lengths = nullptr;    // [B] or null (= Lk)
@@ -59,10 +61,14 @@ struct Problem {
   MaskView<float> bias;                    // data null = none
   int64_t window_left = -1, window_right = -1;
   int64_t prefix = 0;
+};
+struct SegmentRules {
   const int32_t* query_segments = nullptr;  // [B, Lq] or null
   const int32_t* key_segments = nullptr;    // [B, Lk] or null
+};
+// Per-head logit terms and the tree.
+struct HeadRules {
   const float* alibi_slopes = nullptr;      // [Hq] or null
-  float softcap = 0.0f;                     // 0 = off
   const float* sinks = nullptr;             // [Hq] or null; -inf entries = no sink
   // Tree verification: the last Lq keys of sequence b (from tree_start(b)) are the query nodes. Node t
   // is an ancestor-or-self of node i iff tree_in[t] <= tree_in[i] < tree_out[t] (pre-order numbers and
@@ -73,23 +79,34 @@ struct Problem {
   const int32_t* tree_out = nullptr;
   bool tree_per_batch = false;
   std::shared_ptr<const std::vector<int32_t>> tree_order;  // owns tree_in / tree_out
-  FullyMasked policy = FullyMasked::zero;
-  // RoPE (validated, dims resolved), for the reference only: execute() (dispatch/execute.cpp) gives
-  // the kernels rotated copies of Q (and K) and clears it. Query row i of sequence b sits at position
-  // rope_q_position(b, i), key j at j (both plus rope->offset); rope_keys false: K is stored rotated.
+};
+// RoPE (validated, dims resolved), for the reference only: execute() (dispatch/execute.cpp) gives
+// the kernels rotated copies of Q (and K) and clears it. Query row i of sequence b sits at position
+// rope_q_position(b, i), key j at j (both plus rope->offset); rope_keys false: K is stored rotated.
+struct RopeRules {
   std::optional<Rope> rope;
   bool rope_keys = false;
   const int32_t* rope_q_ends = nullptr;  // [B] (a cache's lengths): row i at ends[b] - Lq + i; null: Lk - Lq + i
-  int64_t rope_q_position(int64_t b, int64_t i) const { return (rope_q_ends ? rope_q_ends[b] : Lk) - Lq + i; }
-
-  // Optional outputs (contiguous) and run settings.
-  float* weights = nullptr;  // [B, Hq, Lq, Lk]
-  float* lse = nullptr;      // [B, Hq, Lq]
+};
+struct RunSettings {
+  FullyMasked policy = FullyMasked::zero;
   int threads = 1;
   const Executor* executor = nullptr;  // null = the process default
   Kernel kernel = Kernel::automatic;
   Stats* stats = nullptr;
+};
+// Optional outputs (contiguous).
+struct ExtraOutputRows {
+  float* weights = nullptr;  // [B, Hq, Lq, Lk]
+  float* lse = nullptr;      // [B, Hq, Lq]
+};
 
+struct Problem : ProblemShape, ProblemOutput, MaskRules, SegmentRules, HeadRules, RopeRules, RunSettings,
+                 ExtraOutputRows {
+  float scale = 1.0f;
+  float softcap = 0.0f;  // 0 = off
+
+  int64_t rope_q_position(int64_t b, int64_t i) const { return (rope_q_ends ? rope_q_ends[b] : Lk) - Lq + i; }
   int64_t key_length(int64_t b) const { return key_lengths ? key_lengths[b] : Lk; }
   int64_t query_length(int64_t b) const { return query_lengths ? query_lengths[b] : Lq; }
   // d(i) = i + diagonal_offset(b): bottom-right alignment uses the valid lengths.

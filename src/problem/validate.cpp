@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "base/errors.hpp"
 #include "problem/problem.hpp"
@@ -156,7 +157,7 @@ const int32_t* check_per_batch(const Span<int32_t>& s, const std::string& name, 
 // Tree verification: parents in topological order (each parent before its child), one tree for
 // every sequence or one per sequence; its nodes are the last Lq keys, which every sequence must have.
 // Numbers the nodes in pre-order so that "t is an ancestor of i" is two comparisons in the kernels.
-void check_tree(const Span<int32_t>& tree, Problem& p) {
+void check_tree(const Span<int32_t>& tree, const Problem& p, HeadRules& r) {
   const int64_t n = int64_t(tree.size);
   if (n != p.Lq && n != p.B * p.Lq)
     fail("tree", cat("needs one parent index per query (Lq = ", p.Lq, ") or per query of every sequence (B*Lq = ",
@@ -191,11 +192,11 @@ void check_tree(const Span<int32_t>& tree, Problem& p) {
       tout[t * L + i] = tin[t * L + i] + size[size_t(i)];
     }
   }
-  p.tree_parents = tree.data;
-  p.tree_per_batch = n != L;
-  p.tree_in = tin;
-  p.tree_out = tout;
-  p.tree_order = std::move(order);
+  r.tree_parents = tree.data;
+  r.tree_per_batch = n != L;
+  r.tree_in = tin;
+  r.tree_out = tout;
+  r.tree_order = std::move(order);
 }
 
 // One slope per query head, each finite and small enough for the distances the kernels meet.
@@ -241,8 +242,237 @@ void check_ring_holds(const Problem& p) {
   }
 }
 
+// ---- The rule groups, in the order they are checked (a call with several mistakes reports the
+// first group's); each returns its part of Problem and reads only the parts before it.
+
+// q's shape against K/V's (a tensor's or a cache's): batch, head dim, GQA.
+ProblemShape check_shape(const ConstTensor& q, const KeySource& kv) {
+  check_tensor(q, "q");
+  ProblemShape s;
+  s.B = q.shape[0]; s.Hq = q.shape[1]; s.Lq = q.shape[2]; s.D = q.shape[3];
+  s.Hkv = kv.H; s.Lk = kv.Lk; s.Dv = kv.Dv;
+  expect_dim("k", "batch size (shape[0])", s.B, kv.B, "q's batch size");
+  expect_dim("k", "head dim (shape[3])", s.D, kv.D, "q's head dim");
+  if (s.Hkv == 0 && s.Hq > 0) fail("k", cat("head count (shape[1]) must be >= 1 when q has ", s.Hq, " heads, given 0"));
+  if (s.Hkv > 0 && s.Hq % s.Hkv != 0)
+    fail("k", cat("head count (shape[1]) must divide q's head count ", s.Hq, " (GQA), given ", s.Hkv));
+  s.group = s.Hkv > 0 ? s.Hq / s.Hkv : 1;
+  s.q = q.data; s.qs = row_strides(q);
+  s.kv = kv;
+  return s;
+}
+
+ProblemOutput check_output(const MutableTensor& out, const ProblemShape& s) {
+  check_tensor(out, "out");
+  bool empty = false;
+  for (int d = 0; d < 4; ++d) empty = empty || out.shape[d] == 0;
+  if (!empty) check_no_overlap(out, "out");
+  expect_dim("out", "batch size (shape[0])", s.B, out.shape[0], "q's batch size");
+  expect_dim("out", "head count (shape[1])", s.Hq, out.shape[1], "q's head count");
+  expect_dim("out", "sequence length (shape[2])", s.Lq, out.shape[2], "q's sequence length");
+  expect_dim("out", "value dim (shape[3])", s.Dv, out.shape[3], "v's value dim");
+  return {out.data, row_strides(out)};
+}
+
+float check_scale(const Options& o, int64_t D) {
+  if (!o.scale) return D > 0 ? float(1.0 / std::sqrt(double(D))) : 1.0f;
+  if (!std::isfinite(*o.scale)) fail("scale", cat("must be finite, given ", *o.scale));
+  return *o.scale;
+}
+
+// Causal and its alignment, lengths, boolean and additive masks, window, prefix.
+MaskRules check_masks(const Options& o, const ProblemShape& s) {
+  MaskRules m;
+  m.causal = o.causal;
+  if (o.align != Align::bottom_right && o.align != Align::top_left)
+    fail_type("align", cat("must be bottom_right or top_left, given ", int(o.align)));
+  m.top_left = o.align == Align::top_left;
+  m.key_lengths = s.kv.is_cache() ? s.kv.lengths : check_per_batch(o.key_lengths, "key_lengths", s.B, s.Lk, "Lk");
+  m.query_lengths = check_per_batch(o.query_lengths, "query_lengths", s.B, s.Lq, "Lq");
+
+  const int64_t full[4] = {s.B, s.Hq, s.Lq, s.Lk};
+  m.allowed = check_mask(o.allowed, "allowed", full);
+  m.bias = check_mask(o.bias, "bias", full);
+
+  if (o.window.left < -1) fail("window", cat("left must be >= -1 (-1 = unbounded), given ", o.window.left));
+  if (o.window.right < -1) fail("window", cat("right must be >= -1 (-1 = unbounded), given ", o.window.right));
+  // Any reach beyond Lq + Lk is unbounded in effect; clamping keeps d(i) +- reach from overflowing.
+  const int64_t reach = std::min(s.Lq, kBeyondAnyKey) + std::min(s.Lk, kBeyondAnyKey) + 1;
+  m.window_left = std::min(o.window.left, reach);
+  m.window_right = std::min(o.window.right, reach);
+  if (s.kv.ring) {  // a ring's rule: d(i) - W + 1 <= j <= d(i), on top of the caller's window
+    m.window_left = m.window_left < 0 ? s.kv.window - 1 : std::min(m.window_left, s.kv.window - 1);
+    m.window_right = 0;
+  }
+  if (o.prefix < 0) fail("prefix", cat("must be >= 0, given ", o.prefix));
+  m.prefix = std::min(o.prefix, reach);
+  return m;
+}
+
+SegmentRules check_segments(const Options& o, const ProblemShape& s) {
+  check_span(o.query_segments, "query_segments");
+  check_span(o.key_segments, "key_segments");
+  if (o.query_segments.empty() && o.key_segments.empty()) return {};
+  // Segment ids on one side only would silently disable the rule, unless that side has no
+  // positions at all (B*L = 0: an empty std::vector has no data, and there is nothing to read).
+  const int64_t nq = checked_mul(s.B, s.Lq, "query_segments", sizeof(int32_t));
+  const int64_t nk = checked_mul(s.B, s.Lk, "key_segments", sizeof(int32_t));
+  if (o.query_segments.empty() && nq > 0)
+    fail("query_segments", cat("segment ids need both query_segments (B*Lq = ", nq,
+                               " ids) and key_segments; only key_segments were given"));
+  if (o.key_segments.empty() && nk > 0)
+    fail("key_segments", cat("segment ids need both query_segments and key_segments (B*Lk = ", nk,
+                             " ids); only query_segments were given"));
+  if (int64_t(o.query_segments.size) != nq)
+    fail("query_segments", cat("length must be B*Lq = ", nq, ", given ", o.query_segments.size));
+  if (int64_t(o.key_segments.size) != nk)
+    fail("key_segments", cat("length must be B*Lk = ", nk, ", given ", o.key_segments.size));
+  // The kernels test query_segments and index both: a side with no positions gets a stand-in
+  // that is never read.
+  static const int32_t kNoIds[1] = {0};
+  return {o.query_segments.empty() ? kNoIds : o.query_segments.data,
+          o.key_segments.empty() ? kNoIds : o.key_segments.data};
+}
+
+// One learned sink logit per query head; -inf is "no sink", +inf and NaN are not logits.
+const float* check_sinks(const Span<float>& sinks, int64_t Hq) {
+  check_span(sinks, "sinks");
+  if (sinks.empty()) return nullptr;
+  if (int64_t(sinks.size) != Hq)
+    fail("sinks", cat("needs one sink logit per query head: expected ", Hq, ", given ", sinks.size));
+  for (int64_t h = 0; h < Hq; ++h)
+    if (std::isnan(sinks[h]) || sinks[h] == std::numeric_limits<float>::infinity())
+      fail(cat("sinks[", h, "]"), cat("must be a finite logit or -inf (no sink), given ", sinks[h]));
+  return sinks.data;
+}
+
+// ALiBi slopes, learned sinks and the tree: the per-head and per-node rules (the tree reads the
+// lengths, so it follows the masks).
+HeadRules check_head_rules(const Options& o, const Problem& p) {
+  HeadRules r;
+  check_span(o.alibi_slopes, "alibi_slopes");
+  if (!o.alibi_slopes.empty()) r.alibi_slopes = check_alibi(o.alibi_slopes, p.Hq);
+  r.sinks = check_sinks(o.sinks, p.Hq);
+  check_span(o.tree, "tree");
+  if (!o.tree.empty()) check_tree(o.tree, p, r);
+  return r;
+}
+
+// Checked in the precision the kernels use: they compute scale / softcap in float, so a
+// subnormal softcap (1e-40) or a ratio beyond FLT_MAX would turn scores into inf * 0 = NaN.
+float check_softcap(float softcap, float scale) {
+  if (!std::isfinite(softcap) || softcap < 0)
+    fail("softcap", cat("must be finite and >= 0 (0 = off), given ", softcap));
+  if (softcap == 0) return softcap;  // off (a -0 stays as given)
+  if (softcap < std::numeric_limits<float>::min())
+    fail("softcap", cat("must be 0 (off) or at least ", std::numeric_limits<float>::min(),
+                        " (the smallest normal float), given ", softcap));
+  const float ratio = scale / softcap;
+  if (!std::isfinite(ratio))
+    fail("softcap", cat("scale / softcap = ", double(scale), " / ", double(softcap),
+                        " overflows float; use a larger softcap or a smaller scale, given ", softcap));
+  return softcap;
+}
+
+RopeRules check_rope_rules(const Options& o, const ProblemShape& s) {
+  RopeRules r;
+  if (o.rope) {
+    r.rope = check_rope(*o.rope, s.D, "rope");
+    r.rope_keys = true;  // query i at Lk - Lq + i (bottom-right: the last query row at the last key)
+  } else if (s.kv.rope) {  // a cache's keys are stored rotated: only the queries turn, each at its own position
+    r.rope = s.kv.rope;
+    r.rope_q_ends = s.kv.lengths;
+  }
+  return r;
+}
+
+// "automatic, prefill, ... or prefill_split": the rows of maskattn/kernels.inc.
+std::string kernel_names() {
+  static const char* const kNames[] = {
+#define MASKATTN_KERNEL(name) #name,
+#include "maskattn/kernels.inc"
+#undef MASKATTN_KERNEL
+  };
+  std::string names;
+  for (size_t n = 0; n < std::size(kNames); ++n) names += std::string(n == 0 ? "" : n + 1 == std::size(kNames) ? " or " : ", ") + kNames[n];
+  return names;
+}
+
+// The fully-masked policy, threads, executor and kernel. Options::target is the dispatch layer's to
+// check (dispatch/targets.hpp resolve_target).
+RunSettings check_run_settings(const Options& o) {
+  if (o.fully_masked != FullyMasked::zero && o.fully_masked != FullyMasked::nan &&
+      o.fully_masked != FullyMasked::uniform)
+    fail_type("fully_masked", cat("must be zero, nan or uniform, given ", int(o.fully_masked)));
+  if (o.threads < 1 || o.threads > kMaxThreads) fail("threads", cat("must be in [1, ", kMaxThreads, "], given ", o.threads));
+  if (o.executor && !o.executor->parallel_for)
+    fail_type("executor", "parallel_for is empty (a null function); pass nullptr for the default executor");
+  if (std::find(std::begin(kKernels), std::end(kKernels), o.kernel) == std::end(kKernels))
+    fail_type("kernel", cat("must be ", kernel_names(), ", given ", int(o.kernel)));
+  return {o.fully_masked, o.threads, o.executor, o.kernel, o.stats};
+}
+
+ExtraOutputRows check_extra_outputs(const ExtraOutputs& extra, const ProblemShape& s) {
+  ExtraOutputRows r;
+  if (extra.weights) {
+    const int64_t n = checked_mul(checked_mul(checked_mul(s.B, s.Hq, "weights"), s.Lq, "weights"), s.Lk, "weights");
+    if (extra.weights_size < -1 || (extra.weights_size >= 0 && extra.weights_size != n))
+      fail("weights", cat("length must be B*Hq*Lq*Lk = ", n, ", given ", extra.weights_size));
+    r.weights = extra.weights;
+  }
+  if (extra.lse) {
+    const int64_t n = checked_mul(checked_mul(s.B, s.Hq, "lse"), s.Lq, "lse");
+    if (extra.lse_size < -1 || (extra.lse_size >= 0 && extra.lse_size != n))
+      fail("lse", cat("length must be B*Hq*Lq = ", n, ", given ", extra.lse_size));
+    r.lse = extra.lse;
+  }
+  return r;
+}
+
+// Sequence lengths, and the scratch the kernel allocates per worker (the reference has none, so
+// only a call with an output needs it).
+void check_scratch(const ProblemShape& s, bool has_out) {
+  // A tensor or a cache without a window holds up to 2^23 positions; a ring counts tokens seen
+  // (its length) up to 2^31 - 1 while holding only its slots (a cache's appends enforce both).
+  if (s.Lq > kMaxSequenceLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxSequenceLength, ", given ", s.Lq));
+  const int64_t max_keys = s.kv.ring ? kMaxRingLength : kMaxSequenceLength;
+  if (s.Lk > max_keys) fail("k", cat("sequence length (shape[2]) must be <= ", max_keys, ", given ", s.Lk));
+  // K and V of the keys one head holds, packed in tiles of up to 128 keys, value rows padded to up
+  // to 64 floats. Too much for the address space is the same condition as a failed allocation, and
+  // is named the same way. D and Dv may be anything here when their tensors are empty: every step
+  // is overflow-checked.
+  if (!has_out || (s.D <= 0 && s.Dv <= 0)) return;
+  const int64_t held = s.kv.held_keys();
+  int64_t keys = 0, floats = 0, dv_pad = 0, per_key = 0;
+  const bool overflows = __builtin_add_overflow(s.Dv, 63, &dv_pad) ||
+                         __builtin_add_overflow(s.D, dv_pad / 64 * 64, &per_key) ||
+                         __builtin_add_overflow(held, 256, &keys) || __builtin_mul_overflow(keys, per_key, &floats);
+  if (overflows || floats > kMaxBytes / int64_t(sizeof(float)))
+    fail("memory", cat("out of memory: scratch for packed K and V of one head (", held, " keys x (D = ", s.D,
+                       " + Dv = ", s.Dv, ") floats) does not fit in the address space"));
+}
+
+// Writes one group's part of p.
+template <class Part>
+void set_part(Problem& p, Part part) { static_cast<Part&>(p) = std::move(part); }
+
 Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& o,
-                             const ExtraOutputs& extra);
+                             const ExtraOutputs& extra) {
+  Problem p;
+  set_part(p, check_shape(q, kv));
+  if (out) set_part(p, check_output(*out, p));
+  p.scale = check_scale(o, p.D);
+  set_part(p, check_masks(o, p));
+  set_part(p, check_segments(o, p));
+  set_part(p, check_head_rules(o, p));
+  p.softcap = check_softcap(o.softcap, p.scale);
+  set_part(p, check_rope_rules(o, p));
+  set_part(p, check_run_settings(o));
+  set_part(p, check_extra_outputs(extra, p));
+  check_scratch(p, out != nullptr);
+  if (p.kv.ring) check_ring_holds(p);
+  return p;
+}
 
 }  // namespace
 
@@ -280,189 +510,6 @@ Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTen
                                  "): ", e.what()), e.is_type_error());
   }
 }
-
-namespace {
-
-Problem make_problem_checked(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& o,
-                             const ExtraOutputs& extra) {
-  check_tensor(q, "q");
-  Problem p;
-  p.B = q.shape[0]; p.Hq = q.shape[1]; p.Lq = q.shape[2]; p.D = q.shape[3];
-  p.Hkv = kv.H; p.Lk = kv.Lk; p.Dv = kv.Dv;
-  expect_dim("k", "batch size (shape[0])", p.B, kv.B, "q's batch size");
-  expect_dim("k", "head dim (shape[3])", p.D, kv.D, "q's head dim");
-  if (p.Hkv == 0 && p.Hq > 0) fail("k", cat("head count (shape[1]) must be >= 1 when q has ", p.Hq, " heads, given 0"));
-  if (p.Hkv > 0 && p.Hq % p.Hkv != 0)
-    fail("k", cat("head count (shape[1]) must divide q's head count ", p.Hq, " (GQA), given ", p.Hkv));
-  p.group = p.Hkv > 0 ? p.Hq / p.Hkv : 1;
-  if (out) {
-    check_tensor(*out, "out");
-    bool empty = false;
-    for (int d = 0; d < 4; ++d) empty = empty || out->shape[d] == 0;
-    if (!empty) check_no_overlap(*out, "out");
-    expect_dim("out", "batch size (shape[0])", p.B, out->shape[0], "q's batch size");
-    expect_dim("out", "head count (shape[1])", p.Hq, out->shape[1], "q's head count");
-    expect_dim("out", "sequence length (shape[2])", p.Lq, out->shape[2], "q's sequence length");
-    expect_dim("out", "value dim (shape[3])", p.Dv, out->shape[3], "v's value dim");
-    p.out = out->data;
-    p.os = row_strides(*out);
-  }
-  p.q = q.data; p.qs = row_strides(q);
-  p.kv = kv;
-
-  if (o.scale) {
-    if (!std::isfinite(*o.scale)) fail("scale", cat("must be finite, given ", *o.scale));
-    p.scale = *o.scale;
-  } else {
-    p.scale = p.D > 0 ? float(1.0 / std::sqrt(double(p.D))) : 1.0f;
-  }
-
-  p.causal = o.causal;
-  if (o.align != Align::bottom_right && o.align != Align::top_left)
-    fail_type("align", cat("must be bottom_right or top_left, given ", int(o.align)));
-  p.top_left = o.align == Align::top_left;
-  p.key_lengths = kv.is_cache() ? kv.lengths : check_per_batch(o.key_lengths, "key_lengths", p.B, p.Lk, "Lk");
-  p.query_lengths = check_per_batch(o.query_lengths, "query_lengths", p.B, p.Lq, "Lq");
-
-  const int64_t full[4] = {p.B, p.Hq, p.Lq, p.Lk};
-  p.allowed = check_mask(o.allowed, "allowed", full);
-  p.bias = check_mask(o.bias, "bias", full);
-
-  if (o.window.left < -1) fail("window", cat("left must be >= -1 (-1 = unbounded), given ", o.window.left));
-  if (o.window.right < -1) fail("window", cat("right must be >= -1 (-1 = unbounded), given ", o.window.right));
-  // Any reach beyond Lq + Lk is unbounded in effect; clamping keeps d(i) +- reach from overflowing.
-  const int64_t reach = std::min(p.Lq, kBeyondAnyKey) + std::min(p.Lk, kBeyondAnyKey) + 1;
-  p.window_left = std::min(o.window.left, reach);
-  p.window_right = std::min(o.window.right, reach);
-  if (kv.ring) {  // a ring's rule: d(i) - W + 1 <= j <= d(i), on top of the caller's window
-    p.window_left = p.window_left < 0 ? kv.window - 1 : std::min(p.window_left, kv.window - 1);
-    p.window_right = 0;
-  }
-  if (o.prefix < 0) fail("prefix", cat("must be >= 0, given ", o.prefix));
-  p.prefix = std::min(o.prefix, reach);
-
-  check_span(o.query_segments, "query_segments");
-  check_span(o.key_segments, "key_segments");
-  check_span(o.alibi_slopes, "alibi_slopes");
-  if (!o.query_segments.empty() || !o.key_segments.empty()) {
-    // Segment ids on one side only would silently disable the rule, unless that side has no
-    // positions at all (B*L = 0: an empty std::vector has no data, and there is nothing to read).
-    const int64_t nq = checked_mul(p.B, p.Lq, "query_segments", sizeof(int32_t));
-    const int64_t nk = checked_mul(p.B, p.Lk, "key_segments", sizeof(int32_t));
-    if (o.query_segments.empty() && nq > 0)
-      fail("query_segments", cat("segment ids need both query_segments (B*Lq = ", nq,
-                                 " ids) and key_segments; only key_segments were given"));
-    if (o.key_segments.empty() && nk > 0)
-      fail("key_segments", cat("segment ids need both query_segments and key_segments (B*Lk = ", nk,
-                               " ids); only query_segments were given"));
-    if (int64_t(o.query_segments.size) != nq)
-      fail("query_segments", cat("length must be B*Lq = ", nq, ", given ", o.query_segments.size));
-    if (int64_t(o.key_segments.size) != nk)
-      fail("key_segments", cat("length must be B*Lk = ", nk, ", given ", o.key_segments.size));
-    // The kernels test query_segments and index both: a side with no positions gets a stand-in
-    // that is never read.
-    static const int32_t kNoIds[1] = {0};
-    p.query_segments = o.query_segments.empty() ? kNoIds : o.query_segments.data;
-    p.key_segments = o.key_segments.empty() ? kNoIds : o.key_segments.data;
-  }
-
-  if (!o.alibi_slopes.empty()) p.alibi_slopes = check_alibi(o.alibi_slopes, p.Hq);
-
-  check_span(o.sinks, "sinks");
-  if (!o.sinks.empty()) {
-    if (int64_t(o.sinks.size) != p.Hq)
-      fail("sinks", cat("needs one sink logit per query head: expected ", p.Hq, ", given ", o.sinks.size));
-    for (int64_t h = 0; h < p.Hq; ++h)
-      if (std::isnan(o.sinks[h]) || o.sinks[h] == std::numeric_limits<float>::infinity())
-        fail(cat("sinks[", h, "]"), cat("must be a finite logit or -inf (no sink), given ", o.sinks[h]));
-    p.sinks = o.sinks.data;
-  }
-  check_span(o.tree, "tree");
-  if (!o.tree.empty()) check_tree(o.tree, p);
-
-  if (!std::isfinite(o.softcap) || o.softcap < 0)
-    fail("softcap", cat("must be finite and >= 0 (0 = off), given ", o.softcap));
-  // Checked in the precision the kernels use: they compute scale / softcap in float, so a
-  // subnormal softcap (1e-40) or a ratio beyond FLT_MAX would turn scores into inf * 0 = NaN.
-  if (o.softcap > 0) {
-    if (o.softcap < std::numeric_limits<float>::min())
-      fail("softcap", cat("must be 0 (off) or at least ", std::numeric_limits<float>::min(),
-                          " (the smallest normal float), given ", o.softcap));
-    const float ratio = p.scale / o.softcap;
-    if (!std::isfinite(ratio))
-      fail("softcap", cat("scale / softcap = ", double(p.scale), " / ", double(o.softcap),
-                          " overflows float; use a larger softcap or a smaller scale, given ", o.softcap));
-  }
-  p.softcap = o.softcap;
-
-  if (o.rope) {
-    p.rope = check_rope(*o.rope, p.D, "rope");
-    p.rope_keys = true;  // query i at Lk - Lq + i (bottom-right: the last query row at the last key)
-  } else if (kv.rope) {  // a cache's keys are stored rotated: only the queries turn, each at its own position
-    p.rope = kv.rope;
-    p.rope_q_ends = kv.lengths;
-  }
-
-  if (o.fully_masked != FullyMasked::zero && o.fully_masked != FullyMasked::nan &&
-      o.fully_masked != FullyMasked::uniform)
-    fail_type("fully_masked", cat("must be zero, nan or uniform, given ", int(o.fully_masked)));
-  p.policy = o.fully_masked;
-
-  if (o.threads < 1 || o.threads > kMaxThreads) fail("threads", cat("must be in [1, ", kMaxThreads, "], given ", o.threads));
-  p.threads = o.threads;
-  if (o.executor && !o.executor->parallel_for)
-    fail_type("executor", "parallel_for is empty (a null function); pass nullptr for the default executor");
-  p.executor = o.executor;
-  // Options::target is the dispatch layer's to check (dispatch/targets.hpp resolve_target).
-  if (std::find(std::begin(kKernels), std::end(kKernels), o.kernel) == std::end(kKernels)) {
-    static const char* const kNames[] = {  // the rows of maskattn/kernels.inc
-#define MASKATTN_KERNEL(name) #name,
-#include "maskattn/kernels.inc"
-#undef MASKATTN_KERNEL
-    };
-    std::string names;  // "automatic, prefill, ... or prefill_split"
-    for (size_t n = 0; n < std::size(kNames); ++n) names += std::string(n == 0 ? "" : n + 1 == std::size(kNames) ? " or " : ", ") + kNames[n];
-    fail_type("kernel", cat("must be ", names, ", given ", int(o.kernel)));
-  }
-  p.kernel = o.kernel;
-  p.stats = o.stats;
-
-  if (extra.weights) {
-    const int64_t n = checked_mul(checked_mul(checked_mul(p.B, p.Hq, "weights"), p.Lq, "weights"), p.Lk, "weights");
-    if (extra.weights_size < -1 || (extra.weights_size >= 0 && extra.weights_size != n))
-      fail("weights", cat("length must be B*Hq*Lq*Lk = ", n, ", given ", extra.weights_size));
-    p.weights = extra.weights;
-  }
-  if (extra.lse) {
-    const int64_t n = checked_mul(checked_mul(p.B, p.Hq, "lse"), p.Lq, "lse");
-    if (extra.lse_size < -1 || (extra.lse_size >= 0 && extra.lse_size != n))
-      fail("lse", cat("length must be B*Hq*Lq = ", n, ", given ", extra.lse_size));
-    p.lse = extra.lse;
-  }
-  // A tensor or a cache without a window holds up to 2^23 positions; a ring counts tokens seen
-  // (its length) up to 2^31 - 1 while holding only its slots (a cache's appends enforce both).
-  if (p.Lq > kMaxSequenceLength) fail("q", cat("sequence length (shape[2]) must be <= ", kMaxSequenceLength, ", given ", p.Lq));
-  const int64_t max_keys = kv.ring ? kMaxRingLength : kMaxSequenceLength;
-  if (p.Lk > max_keys) fail("k", cat("sequence length (shape[2]) must be <= ", max_keys, ", given ", p.Lk));
-  // Scratch the kernel allocates per worker (the reference has none): K and V of the keys one head
-  // holds, packed in tiles of up to 128 keys, value rows padded to up to 64 floats. Too much for the
-  // address space is the same condition as a failed allocation, and is named the same way.
-  // D and Dv may be anything here when their tensors are empty: every step is overflow-checked.
-  if (out && (p.D > 0 || p.Dv > 0)) {
-    const int64_t held = p.kv.held_keys();
-    int64_t keys = 0, floats = 0, dv_pad = 0, per_key = 0;
-    const bool overflows = __builtin_add_overflow(p.Dv, 63, &dv_pad) ||
-                           __builtin_add_overflow(p.D, dv_pad / 64 * 64, &per_key) ||
-                           __builtin_add_overflow(held, 256, &keys) || __builtin_mul_overflow(keys, per_key, &floats);
-    if (overflows || floats > kMaxBytes / int64_t(sizeof(float)))
-      fail("memory", cat("out of memory: scratch for packed K and V of one head (", held, " keys x (D = ", p.D,
-                         " + Dv = ", p.Dv, ") floats) does not fit in the address space"));
-  }
-  if (kv.ring) check_ring_holds(p);
-  return p;
-}
-
-}  // namespace
 
 }  // namespace maskattn::detail
 
