@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
   const int threads = args.threads;
   const int reps = quick ? 15 : 61, copies = 3;
   std::vector<Variant> variants;
-  for (maskattn::KVType t : {maskattn::KVType::f32, maskattn::KVType::q8}) {
-    const bool f32 = t == maskattn::KVType::f32;
+  for (maskattn::KVType t : {maskattn::KVType::float32, maskattn::KVType::q8}) {
+    const bool f32 = t == maskattn::KVType::float32;
     variants.push_back({f32 ? "f32 contiguous" : "q8 contiguous", t, 0, false, false});
     variants.push_back({f32 ? "f32 paged 256" : "q8 paged 256", t, 256, false, false});
     variants.push_back({f32 ? "f32 paged 64" : "q8 paged 64", t, 64, false, false});

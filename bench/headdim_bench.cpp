@@ -30,7 +30,7 @@ struct Size {
   int D, Dv;
 };
 const Size kSizes[] = {{64, 64}, {128, 128}, {256, 256}, {512, 512}, {192, 128}, {576, 512}};
-const KVType kDtypes[] = {KVType::f32, KVType::q8};
+const KVType kDtypes[] = {KVType::float32, KVType::q8};
 constexpr int kHq = 32, kHkv = 8;  // decode
 int keys_for(const Size& s) { return (1 << 20) / (s.D + s.Dv); }
 constexpr int kHeads = 8, kL = 1024;             // prefill

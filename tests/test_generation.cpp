@@ -133,8 +133,8 @@ TEST_P(Generation, TreeEqualsExplicitMaskAndKeepCompacts) {
     KVType dtype;
     int64_t page_size, window;
   };
-  for (const Layout& layout : {Layout{KVType::f32, 0, 0}, Layout{KVType::f16, 0, 0}, Layout{KVType::q8, 16, 0},
-                               Layout{KVType::f32, 32, 0}, Layout{KVType::f32, 0, 150}}) {
+  for (const Layout& layout : {Layout{KVType::float32, 0, 0}, Layout{KVType::float16, 0, 0}, Layout{KVType::q8, 16, 0},
+                               Layout{KVType::float32, 32, 0}, Layout{KVType::float32, 0, 150}}) {
     SCOPED_TRACE(std::string(maskattn::kv_type_name(layout.dtype)) + " page_size " +
                  std::to_string(layout.page_size) + " window " + std::to_string(layout.window));
     Rng rng("Generation/tree");

@@ -72,7 +72,7 @@ std::vector<unsigned char> cache_state(const KVCache& c) {
   for (int32_t l : c.lengths()) s.insert(s.end(), reinterpret_cast<const unsigned char*>(&l),
                                          reinterpret_cast<const unsigned char*>(&l) + 4);
   const KVCacheConfig& cfg = c.config();
-  const int64_t eb = cfg.dtype == KVType::f16 ? 2 : 4;
+  const int64_t eb = cfg.dtype == KVType::float16 ? 2 : 4;
   const int64_t kb = cfg.batch * cfg.kv_heads * cfg.capacity * cfg.head_dim * eb;
   const int64_t vb = cfg.batch * cfg.kv_heads * cfg.capacity * cfg.value_dim * eb;
   const auto* k = static_cast<const unsigned char*>(c.key_data());
@@ -133,7 +133,7 @@ struct World {
 
   // Caches: float32 (capacity 6, holding 3 and 5), float16 (same), a ring (window 3, capacity 3,
   // holding 5: positions 0 and 1 overwritten). Inputs for one append of T = 2 and one decode step.
-  KVCache f32{cache_config(KVType::f32, 6)}, f16{cache_config(KVType::f16, 6)}, ring{cache_config(KVType::f32, 3, 3)};
+  KVCache f32{cache_config(KVType::float32, 6)}, f16{cache_config(KVType::float16, 6)}, ring{cache_config(KVType::float32, 3, 3)};
   // The newer surfaces: a q8 cache (holding 3 and 5), and a paged cache with 4-bit keys and 8-bit
   // values, pages of 2, whose sequence 1 is a fork of sequence 0 (5 positions, pages shared).
   KVCache q8{cache_config(KVType::q8, 6)}, paged{paged_config()};
@@ -233,7 +233,7 @@ maskattn::Rope scaled(maskattn::RopeScalingType type, double factor = 0) {
   return r;
 }
 void config_with_rope(const maskattn::Rope& r, int64_t head_dim = 4) {
-  KVCacheConfig c = cache_config(KVType::f32, 4);
+  KVCacheConfig c = cache_config(KVType::float32, 4);
   c.head_dim = head_dim;
   c.rope = r;
   KVCache x(c);
@@ -514,7 +514,7 @@ const std::vector<Row>& rows() {
          // A ring never runs out of room, but its positions are int32: one past 2^31 - 1 (a long
          // append costs what the ring keeps, so 2^31 tokens take 512 of them).
          std::vector<float> big(size_t(p2(22)), 0.0f);
-         KVCacheConfig c = cache_config(KVType::f32, 3, 3);
+         KVCacheConfig c = cache_config(KVType::float32, 3, 3);
          c.batch = c.kv_heads = c.head_dim = c.value_dim = 1;
          KVCache r(c);
          for (int n = 0; n < 511; ++n)
@@ -642,38 +642,38 @@ const std::vector<Row>& rows() {
          o.tree = t;
          w.f32.attend(w.attend_q(), w.attend_out(), o);
        }, "tree[0]", {"0"}},
-      {"config_sink_tokens_without_window", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.sink_tokens = 1; KVCache x(c); }, "sink_tokens", {"window"}},
-      {"config_sink_tokens_beyond_capacity", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4, 3); c.sink_tokens = 2; KVCache x(c); }, "capacity", {"5"}},
+      {"config_sink_tokens_without_window", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 4); c.sink_tokens = 1; KVCache x(c); }, "sink_tokens", {"window"}},
+      {"config_sink_tokens_beyond_capacity", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 4, 3); c.sink_tokens = 2; KVCache x(c); }, "capacity", {"5"}},
       {"config_page_size_negative", [](W&) { KVCacheConfig c = cache_config(KVType::q8, 4); c.page_size = -1; KVCache x(c); }, "page_size", {"-1"}},
 
       // ---- KV cache: use after it was moved from (C++'s "use after dispose").
       {"moved_from_append", [](W& w) {
-         KVCache a(cache_config(KVType::f32, 4));
+         KVCache a(cache_config(KVType::float32, 4));
          KVCache b = std::move(a);
          a.append(w.append_k(), w.append_v());  // NOLINT(bugprone-use-after-move): the point of the row
        }, "cache", {"moved"}},
       {"moved_from_attend", [](W& w) {
-         KVCache a(cache_config(KVType::f16, 4));
+         KVCache a(cache_config(KVType::float16, 4));
          KVCache b(std::move(a));
          a.attend(w.attend_q(), w.attend_out());  // NOLINT(bugprone-use-after-move)
        }, "cache", {"moved"}},
       {"moved_from_truncate", [](W& w) {
-         KVCache a(cache_config(KVType::f32, 4));
+         KVCache a(cache_config(KVType::float32, 4));
          KVCache b = std::move(a);
          a.truncate(Span<int32_t>(w.lengths.p(), 2));  // NOLINT(bugprone-use-after-move)
        }, "cache", {"moved"}},
 
       // ---- KV cache: configurations.
-      {"config_batch_0", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.batch = 0; KVCache x(c); }, "batch", {"0"}},
-      {"config_capacity_0", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 0); KVCache x(c); }, "capacity", {"0"}},
-      {"config_capacity_above_max_length", [](W&) { KVCache x(cache_config(KVType::f32, p2(23) + 1)); }, "capacity", {"8388608", "8388609"}},
-      {"config_window_above_capacity", [](W&) { KVCache x(cache_config(KVType::f32, 4, 5)); }, "capacity", {"5", "4"}},
-      {"config_window_negative", [](W&) { KVCache x(cache_config(KVType::f32, 4, -1)); }, "window", {"-1"}},
-      {"config_head_dim_0", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.head_dim = 0; KVCache x(c); }, "head_dim", {"0"}},
-      {"config_value_dim_minus_2", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.value_dim = -2; KVCache x(c); }, "value_dim", {"-2"}},
-      {"config_dtype_7", [](W&) { KVCacheConfig c = cache_config(KVType::f32, 4); c.dtype = static_cast<KVType>(7); KVCache x(c); }, "dtype", {"7"}, type},
-      {"config_bytes_overflow", [](W&) { KVCacheConfig c = cache_config(KVType::f16, p2(23)); c.kv_heads = p2(40); KVCache x(c); }, "capacity", {"overflow"}},
-      {"config_kv_heads_negative", [](W&) { KVCacheConfig c = cache_config(KVType::f16, 4); c.kv_heads = -3; KVCache x(c); }, "kv_heads", {"-3"}},
+      {"config_batch_0", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 4); c.batch = 0; KVCache x(c); }, "batch", {"0"}},
+      {"config_capacity_0", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 0); KVCache x(c); }, "capacity", {"0"}},
+      {"config_capacity_above_max_length", [](W&) { KVCache x(cache_config(KVType::float32, p2(23) + 1)); }, "capacity", {"8388608", "8388609"}},
+      {"config_window_above_capacity", [](W&) { KVCache x(cache_config(KVType::float32, 4, 5)); }, "capacity", {"5", "4"}},
+      {"config_window_negative", [](W&) { KVCache x(cache_config(KVType::float32, 4, -1)); }, "window", {"-1"}},
+      {"config_head_dim_0", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 4); c.head_dim = 0; KVCache x(c); }, "head_dim", {"0"}},
+      {"config_value_dim_minus_2", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 4); c.value_dim = -2; KVCache x(c); }, "value_dim", {"-2"}},
+      {"config_dtype_7", [](W&) { KVCacheConfig c = cache_config(KVType::float32, 4); c.dtype = static_cast<KVType>(7); KVCache x(c); }, "dtype", {"7"}, type},
+      {"config_bytes_overflow", [](W&) { KVCacheConfig c = cache_config(KVType::float16, p2(23)); c.kv_heads = p2(40); KVCache x(c); }, "capacity", {"overflow"}},
+      {"config_kv_heads_negative", [](W&) { KVCacheConfig c = cache_config(KVType::float16, 4); c.kv_heads = -3; KVCache x(c); }, "kv_heads", {"-3"}},
   };
   return table;
 }

@@ -383,7 +383,7 @@ TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
     cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 100; cfg.head_dim = 16; cfg.dtype = dtype; cfg.window = 97;
     KVCache cache(cfg);
     Shadow shadow(2, 1, 16, 16, dtype);
-    const int64_t value_bytes = dtype == KVType::f32 ? 4 : 2;
+    const int64_t value_bytes = dtype == KVType::float32 ? 4 : 2;
     EXPECT_EQ(cache.byte_length(), 2 * 1 * 100 * 32 * value_bytes);
     for (int step = 0; step < 6; ++step) {
       const int64_t T = step == 0 ? 130 : 37;  // the first append alone wraps the ring
@@ -411,7 +411,7 @@ TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
 // Raw 16-bit values in (IEEE halves, bfloat16 bits) equal the same values given as floats; a float32
 // cache, and a cache whose keys and values differ in format, refuse them.
 TEST_P(KVCacheTest, HalfInputEqualsRoundedFloatInput) {
-  for (KVType dtype : {KVType::f16, KVType::bf16}) {
+  for (KVType dtype : {KVType::float16, KVType::bfloat16}) {
     SCOPED_TRACE(maskattn::kv_type_name(dtype));
     Rng rng(std::string("KVCache/half-input/") + maskattn::kv_type_name(dtype));
     KVCacheConfig cfg;
@@ -419,7 +419,7 @@ TEST_P(KVCacheTest, HalfInputEqualsRoundedFloatInput) {
     KVCache from_floats(cfg), from_halves(cfg);
     const std::vector<float> k = random(rng, 2 * 70 * 8), v = random(rng, 2 * 70 * 8);
     std::vector<uint16_t> kh(k.size()), vh(v.size());
-    auto bits = [&](float x) { return dtype == KVType::f16 ? nearest_half(x) : nearest_bf16(x); };
+    auto bits = [&](float x) { return dtype == KVType::float16 ? nearest_half(x) : nearest_bf16(x); };
     for (size_t i = 0; i < k.size(); ++i) { kh[i] = bits(k[i]); vh[i] = bits(v[i]); }
     from_floats.append(maskattn::bhld(k.data(), 1, 2, 70, 8), maskattn::bhld(v.data(), 1, 2, 70, 8));
     from_halves.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8), maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8));
@@ -429,13 +429,13 @@ TEST_P(KVCacheTest, HalfInputEqualsRoundedFloatInput) {
     from_floats.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o1.data(), 1, 4, 1, 8), options());
     from_halves.attend(maskattn::bhld(q.data(), 1, 4, 1, 8), maskattn::bhld(o2.data(), 1, 4, 1, 8), options());
     EXPECT_EQ(o1, o2);
-    cfg.dtype = KVType::f32;
+    cfg.dtype = KVType::float32;
     KVCache f32(cfg);
     EXPECT_THROW(f32.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8),
                             maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8)),
                  ArgumentError);
-    cfg.dtype = KVType::f16;
-    cfg.value_dtype = KVType::bf16;
+    cfg.dtype = KVType::float16;
+    cfg.value_dtype = KVType::bfloat16;
     KVCache mixed(cfg);
     EXPECT_THROW(mixed.append(maskattn::bhld<const uint16_t>(kh.data(), 1, 2, 70, 8),
                               maskattn::bhld<const uint16_t>(vh.data(), 1, 2, 70, 8)),
@@ -450,7 +450,7 @@ TEST_P(KVCacheTest, UnusedCapacityNeverLeaks) {
   KVCacheConfig cfg;
   cfg.batch = 2; cfg.kv_heads = 1; cfg.capacity = 300; cfg.head_dim = 16;
   KVCache cache(cfg);
-  Shadow shadow(2, 1, 16, 16, KVType::f32);
+  Shadow shadow(2, 1, 16, 16, KVType::float32);
   // Fill everything with NaN, then roll back: the capacity now holds NaN garbage.
   std::vector<float> nan(2 * 300 * 16, maskattn_test::kNaN);
   cache.append(maskattn::bhld(nan.data(), 2, 1, 300, 16), maskattn::bhld(nan.data(), 2, 1, 300, 16));

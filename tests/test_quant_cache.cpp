@@ -122,7 +122,7 @@ TEST(QuantFormat, StoredBytesFollowTheDocumentedLayout) {
 
 TEST(QuantFormat, ByteLengthAndMemoryRatios) {
   // Bytes of a row of 128 values, as docs/semantics.md states them per dtype.
-  const std::map<KVType, int64_t> row_bytes = {{KVType::f32, 512}, {KVType::f16, 256}, {KVType::bf16, 256},
+  const std::map<KVType, int64_t> row_bytes = {{KVType::float32, 512}, {KVType::float16, 256}, {KVType::bfloat16, 256},
                                                {KVType::q8, 4 * 36}, {KVType::q4, 4 * 20}};
   for (KVType t : maskattn_test::kv_types()) {
     KVCache cache(config(2, 8, 100, 128, 128, t, t));
@@ -130,7 +130,7 @@ TEST(QuantFormat, ByteLengthAndMemoryRatios) {
     const int64_t row = row_bytes.at(t);
     EXPECT_EQ(cache.byte_length(), 2 * 8 * 100 * 2 * row) << maskattn::kv_type_name(t);
   }
-  KVCache f32(config(1, 8, 64, 128, 128, KVType::f32, KVType::f32));
+  KVCache f32(config(1, 8, 64, 128, 128, KVType::float32, KVType::float32));
   KVCache q8(config(1, 8, 64, 128, 128, KVType::q8, KVType::q8)), q4(config(1, 8, 64, 128, 128, KVType::q4, KVType::q4));
   EXPECT_LE(double(q8.byte_length()) / double(f32.byte_length()), 0.3);
   EXPECT_LE(double(q4.byte_length()) / double(f32.byte_length()), 0.17);
@@ -193,8 +193,8 @@ struct Case {
 const Case kCases[] = {{KVType::q8, KVType::q8, KeyRotation::automatic, "q8"},
                        {KVType::q4, KVType::q4, KeyRotation::none, "q4"},
                        {KVType::q8, KVType::q4, KeyRotation::automatic, "q8/q4"},
-                       {KVType::f16, KVType::q8, KeyRotation::automatic, "f16/q8"},
-                       {KVType::q4, KVType::f32, KeyRotation::hadamard, "q4 rotated/f32"}};
+                       {KVType::float16, KVType::q8, KeyRotation::automatic, "f16/q8"},
+                       {KVType::q4, KVType::float32, KeyRotation::hadamard, "q4 rotated/f32"}};
 
 class QuantCacheTest : public TargetTest {
  protected:
@@ -340,7 +340,7 @@ TEST_P(QuantCacheTest, QuantizedValuesAtEveryWidthAndGroup) {
   for (KVType vt : {KVType::q8, KVType::q4})
     for (int64_t Dv : {32, 96, 160, 640})
       for (int64_t group : {1, 2, 4, 5}) {
-        KVCacheConfig cfg = config(1, 2, 140, 16, Dv, KVType::f32, vt);
+        KVCacheConfig cfg = config(1, 2, 140, 16, Dv, KVType::float32, vt);
         KVCache cache(cfg);
         const int64_t L = 131;
         std::vector<float> k = random(rng, size_t(2 * L * 16)), v = random(rng, size_t(2 * L * Dv));
@@ -398,7 +398,7 @@ TEST_P(QuantCacheTest, QuantizedKeysInEveryRowGroup) {
     for (int64_t D : {32, 96, 128, 160})
       for (int64_t group : {1, 2, 3, 4, 5, 8, 12, 16}) {
         const int64_t Hkv = 2, L = group % 2 ? 131 : 530, Lq = group % 4 == 0 ? 2 : 1, Hq = Hkv * group / Lq;
-        KVCacheConfig cfg = config(1, Hkv, L, D, D, kt, KVType::f32);
+        KVCacheConfig cfg = config(1, Hkv, L, D, D, kt, KVType::float32);
         cfg.key_rotation = KeyRotation::none;
         KVCache cache(cfg);
         const std::vector<float> k = random(rng, size_t(Hkv * L * D)), v = random(rng, size_t(Hkv * L * D));
@@ -525,7 +525,7 @@ TEST(QuantCacheErrors, ConfigurationAndMisuseAreNamed) {
   expect_argument_error(make([](KVCacheConfig& c) { c.key_dtype = static_cast<KVType>(9); }), "key_dtype", true);
   expect_argument_error(make([](KVCacheConfig& c) { c.value_dtype = static_cast<KVType>(-1); }), "value_dtype", true);
   expect_argument_error(make([](KVCacheConfig& c) { c.key_rotation = static_cast<KeyRotation>(5); }), "key_rotation", true);
-  expect_argument_error(make([](KVCacheConfig& c) { c.dtype = KVType::f32; c.value_dtype.reset(); c.key_rotation = KeyRotation::hadamard; }),
+  expect_argument_error(make([](KVCacheConfig& c) { c.dtype = KVType::float32; c.value_dtype.reset(); c.key_rotation = KeyRotation::hadamard; }),
                "key_rotation");
   expect_argument_error(make([](KVCacheConfig& c) { c.head_dim = 33; c.key_rotation = KeyRotation::hadamard; }), "key_rotation");
   KVCache cache(config(2, 1, 4, 32, 32, KVType::q4, KVType::q8));

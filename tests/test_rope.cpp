@@ -113,16 +113,16 @@ TEST_P(RopeTest, CacheAttendRotatesQueriesAtTheirPositions) {
     const char* name;
   };
   const Variant variants[] = {
-      {KVType::f32, KVType::f32, maskattn::KeyRotation::automatic, 0, Rope{10000, 0, RopeLayout::halves, 0}, "f32"},
-      {KVType::f16, KVType::f16, maskattn::KeyRotation::automatic, 0,
+      {KVType::float32, KVType::float32, maskattn::KeyRotation::automatic, 0, Rope{10000, 0, RopeLayout::halves, 0}, "f32"},
+      {KVType::float16, KVType::float16, maskattn::KeyRotation::automatic, 0,
        Rope{500000, 32, RopeLayout::interleaved, 11}, "f16 interleaved dims 32 offset 11"},
       {KVType::q8, KVType::q8, maskattn::KeyRotation::hadamard, 0, Rope{10000, 0, RopeLayout::halves, 3},
        "q8 hadamard"},
       {KVType::q4, KVType::q4, maskattn::KeyRotation::automatic, 0, Rope{10000, 0, RopeLayout::interleaved, 0},
        "q4 (rotated)"},
-      {KVType::f32, KVType::f32, maskattn::KeyRotation::automatic, 60, Rope{10000, 48, RopeLayout::halves, 5},
+      {KVType::float32, KVType::float32, maskattn::KeyRotation::automatic, 60, Rope{10000, 48, RopeLayout::halves, 5},
        "f32 ring"},
-      {KVType::q8, KVType::f16, maskattn::KeyRotation::automatic, 60, Rope{1000, 0, RopeLayout::halves, 0},
+      {KVType::q8, KVType::float16, maskattn::KeyRotation::automatic, 60, Rope{1000, 0, RopeLayout::halves, 0},
        "q8/f16 ring"},
   };
   for (const Variant& vt : variants) {
@@ -230,7 +230,7 @@ TEST(Rope, AttentionEqualsPreRotatedInputs) {
 // keep() after tree verification: the accepted nodes' keys move down and are re-rotated to their
 // new positions, so the cache equals one that had only the path appended.
 TEST(Rope, KeepReRotatesMovedKeys) {
-  for (KVType dtype : {KVType::f32, KVType::f16}) {
+  for (KVType dtype : {KVType::float32, KVType::float16}) {
     Rng rng("rope/keep");
     const int64_t H = 2, D = 16, P = 20, T = 6;
     KVCacheConfig cfg;
@@ -254,7 +254,7 @@ TEST(Rope, KeepReRotatesMovedKeys) {
     path_cache.append(maskattn::bhld(pk.data(), 1, H, n, D), maskattn::bhld(pv.data(), 1, H, n, D));
     const KVCache::Contents a = tree_cache.read(0), b = path_cache.read(0);
     ASSERT_EQ(a.key.size(), b.key.size());
-    const double tol = dtype == KVType::f32 ? 2e-6 : 2e-3;  // f16: the moved rows are rounded again
+    const double tol = dtype == KVType::float32 ? 2e-6 : 2e-3;  // f16: the moved rows are rounded again
     for (size_t i = 0; i < a.key.size(); ++i) ASSERT_NEAR(a.key[i], b.key[i], tol) << i;
     EXPECT_EQ(a.value, b.value);
   }
@@ -264,7 +264,7 @@ TEST(Rope, KeepReRotatesMovedKeys) {
 TEST(Rope, HalfInputIsRotatedLikeFloatInput) {
   Rng rng("rope/half-input");
   KVCacheConfig cfg;
-  cfg.kv_heads = 2; cfg.capacity = 40; cfg.head_dim = 8; cfg.dtype = KVType::f16;
+  cfg.kv_heads = 2; cfg.capacity = 40; cfg.head_dim = 8; cfg.dtype = KVType::float16;
   cfg.rope = Rope{10000, 0, RopeLayout::interleaved, 1};
   KVCache from_floats(cfg), from_halves(cfg);
   std::vector<uint16_t> kh(2 * 30 * 8), vh(kh.size());

@@ -222,7 +222,7 @@ TEST_P(RopeScalingTest, CacheEqualsTheReference) {
             ASSERT_LE(std::fabs(double(out[size_t(r * D + e)]) - r64.out[size_t(r * D + e)]), bound) << "row " << r << " col " << e;
         }
       }
-      if (dtype == KVType::f32) {
+      if (dtype == KVType::float32) {
         o.rope = cfg.rope;
         const maskattn::ReferenceResult own =
             maskattn::reference_attention(maskattn::bhld(q.data(), 1, Hq, Lq, D), maskattn::bhld(k.data(), 1, H, L, D),

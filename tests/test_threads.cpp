@@ -162,8 +162,8 @@ TEST(Threads, SharedCacheAttendedConcurrently) {
     int64_t window, sink_tokens, page_size;
   };
   using maskattn::KVType;
-  for (const Layout& layout : {Layout{KVType::f32, 0, 0, 0}, Layout{KVType::f32, 900, 0, 0}, Layout{KVType::f16, 0, 0, 0},
-                               Layout{KVType::f16, 900, 0, 0}, Layout{KVType::f32, 900, 4, 64}, Layout{KVType::q8, 0, 0, 64}}) {
+  for (const Layout& layout : {Layout{KVType::float32, 0, 0, 0}, Layout{KVType::float32, 900, 0, 0}, Layout{KVType::float16, 0, 0, 0},
+                               Layout{KVType::float16, 900, 0, 0}, Layout{KVType::float32, 900, 4, 64}, Layout{KVType::q8, 0, 0, 64}}) {
     const auto dtype = layout.dtype;
     const int64_t window = layout.window;
     maskattn::KVCacheConfig c;
