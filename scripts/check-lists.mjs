@@ -45,12 +45,9 @@ const EXEMPT = new Map([
   // js/builds.js by tests/js/builds.test.mjs.
   ['js/index.d.ts', 'types, checked against the tables by tests'],
   ['tests/js/types/consumer.ts', 'a TypeScript consumer of those types'],
-  // Still to read the tables, in work under way elsewhere (remove each entry when its file does):
-  // per-target code moving to one file per target and to targets.inc columns;
-  ['src/kernel/simd.hpp', 'per-target code, moving to one file per target'],
-  ['tests/test_build.cpp', 'per-target expectations, moving to targets.inc columns'],
-  // the demo's panels becoming modules: the speed panel times a chosen three dtypes (and
-  // first-contact pins them), generate.mjs checks --dtype against its own list.
+  // Still to read the tables, in work under way on the demo (remove each entry when its file
+  // does): the speed panel times a chosen three dtypes (and first-contact pins them), generate.mjs
+  // checks --dtype against its own list.
   ['web/perf-core.js', 'the demo, being restructured'],
   ['tests/browser/first-contact.test.mjs', 'the demo\'s test, being restructured'],
   ['examples/generate.mjs', 'the demo\'s example, being restructured'],
