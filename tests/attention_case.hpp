@@ -31,6 +31,17 @@
 
 namespace maskattn_test {
 
+// The targets whose decode kernel runs P·V over q8/q4 values in integers (int16 weights per tile:
+// integer_pv_rounding in test_support.hpp): the int_pv column of the target table (each kernel's
+// translation unit checks the column against its integer dot products).
+inline bool integer_pv_target(maskattn::Target t) {
+#define MASKATTN_TARGET(name, lanes, preference, family, arch, int_dot, cpu_check, simd, decode_rows, int_pv, ...) \
+  if (t == maskattn::Target::name) return int_pv;
+#include "maskattn/targets.inc"
+#undef MASKATTN_TARGET
+  return false;
+}
+
 inline constexpr float kOutputSentinel = -777.25f;  // fills output buffers: anything the kernel must not touch
 inline constexpr int64_t kCanary = 5;               // extra sentinel elements after the weights / lse buffers
 

@@ -10,8 +10,32 @@
 #include <vector>
 
 #include <maskattn/maskattn.hpp>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xsimd/config/xsimd_cpuid.hpp>
+#endif
 
 namespace {
+
+// Each row's cpu_check, evaluated here where the build compiles the row's family (x86 checks read
+// xsimd's cpuid as `cpu`, as the table says), so a family whose dispatch skipped its rows' checks
+// shows as a difference; rows of other families are not compiled and their checks never run.
+#if defined(__x86_64__) || defined(_M_X64)
+#define MASKATTN_TEST_CHECK_x86(check) \
+  [] { const auto cpu = xsimd::available_architectures(); (void)cpu; return bool(check); }
+#else
+#define MASKATTN_TEST_CHECK_x86(check) [] { return false; }
+#endif
+#if defined(__aarch64__)
+#define MASKATTN_TEST_CHECK_arm(check) [] { return bool(check); }
+#else
+#define MASKATTN_TEST_CHECK_arm(check) [] { return false; }
+#endif
+#if defined(__EMSCRIPTEN__)
+#define MASKATTN_TEST_CHECK_wasm(check) [] { return bool(check); }
+#else
+#define MASKATTN_TEST_CHECK_wasm(check) [] { return false; }
+#endif
+#define MASKATTN_TEST_CHECK_any(check) [] { return bool(check); }
 
 // A row of the target table, the columns the tests check.
 struct TargetRow {
@@ -20,10 +44,12 @@ struct TargetRow {
   int lanes;
   int preference;
   std::string family;
+  bool (*cpu_check)();
+  int decode_rows;
 };
 const TargetRow kRows[] = {
-#define MASKATTN_TARGET(name, lanes, preference, family, ...) \
-  {#name, maskattn::Target::name, lanes, preference, #family},
+#define MASKATTN_TARGET(name, lanes, preference, family, arch, int_dot, cpu_check, simd, decode_rows, ...) \
+  {#name, maskattn::Target::name, lanes, preference, #family, MASKATTN_TEST_CHECK_##family(cpu_check), decode_rows},
 #include <maskattn/targets.inc>
 #undef MASKATTN_TARGET
 };
@@ -87,7 +113,6 @@ TEST(Build, TheArchitecturesKernelsAreCompiledIn) {
       if (!expected(row.name)) continue;  // a test build left out a kernel this CPU cannot run
 #endif
       EXPECT_TRUE(expected(row.name)) << "configured kernels: " << MASKATTN_EXPECTED_TARGETS;
-      if (row.family != "x86") EXPECT_TRUE(maskattn::target_available(row.target));
     } else {
       EXPECT_FALSE(expected(row.name)) << "a kernel of another architecture";
     }
@@ -114,6 +139,57 @@ TEST(Build, AutomaticPicksTheWidestAvailable) {
   for (const auto& row : kRows)
     if (row.family == kFamily && expected(row.name)) EXPECT_EQ(best, row.target);
 #endif
+}
+
+// A compiled row runs exactly where its cpu_check holds, in every family (the "any" row too).
+TEST(Build, EveryFamilyHonoursItsRowsCpuCheck) {
+  for (const auto& row : kRows) {
+    SCOPED_TRACE(row.name);
+    if (!expected(row.name)) continue;  // not compiled in: never available (checked above)
+    EXPECT_EQ(maskattn::target_available(row.target), row.cpu_check());
+  }
+}
+
+// Deterministic values in [-1, 1) (a 32-bit LCG): data whose rounding differs between kernels.
+std::vector<float> lcg_values(size_t n, uint32_t seed) {
+  std::vector<float> x(n);
+  for (float& v : x) {
+    seed = seed * 1664525u + 1013904223u;
+    v = float(seed >> 8) / float(1u << 23) - 1.0f;
+  }
+  return x;
+}
+
+// The automatic kernel choice follows the table's decode_rows, the same number decode_max_rows
+// reports: with float32 K and V, a KV head group of decode_rows query rows runs the decode kernel
+// and one more row the prefill kernel (told apart by their results' last bits, which differ on
+// this data: checked first).
+TEST(Build, AutomaticKernelChoiceFollowsTheTable) {
+  for (const auto& row : kRows) {
+    SCOPED_TRACE(row.name);
+    if (!expected(row.name) || !maskattn::target_available(row.target)) continue;
+    EXPECT_EQ(maskattn::decode_max_rows(row.target, true), row.decode_rows);
+    EXPECT_EQ(maskattn::decode_max_rows(row.target, false), maskattn::decode_max_rows(maskattn::Target::reference, false));
+    for (int64_t Lq : {int64_t(row.decode_rows), int64_t(row.decode_rows) + 1}) {
+      SCOPED_TRACE("Lq " + std::to_string(Lq));
+      const int64_t B = 1, H = 1, Lk = 333, D = 64;
+      const std::vector<float> q = lcg_values(size_t(B * H * Lq * D), 1), k = lcg_values(size_t(B * H * Lk * D), 2),
+                               v = lcg_values(size_t(B * H * Lk * D), 3);
+      auto run = [&](maskattn::Kernel kernel) {
+        std::vector<float> out(q.size());
+        maskattn::Options opt;
+        opt.target = row.target;
+        opt.kernel = kernel;
+        opt.threads = 1;
+        maskattn::attention(maskattn::bhld(q.data(), B, H, Lq, D), maskattn::bhld(k.data(), B, H, Lk, D),
+                            maskattn::bhld(v.data(), B, H, Lk, D), maskattn::bhld(out.data(), B, H, Lq, D), opt);
+        return out;
+      };
+      const auto decode = run(maskattn::Kernel::decode), prefill = run(maskattn::Kernel::prefill);
+      ASSERT_NE(decode, prefill) << "the kernels agree bitwise on this data: the choice cannot be seen";
+      EXPECT_EQ(run(maskattn::Kernel::automatic), Lq <= row.decode_rows ? decode : prefill);
+    }
+  }
 }
 
 }  // namespace

@@ -204,10 +204,7 @@ inline CacheHistory cache_history(const maskattn::KVCache::Contents& c, int64_t 
 // rounded to int16 against the tile's largest: at most (KT / 65534) x max|V̂| per row, with KT = 64
 // keys per tile (docs/semantics.md).
 inline double integer_pv_rounding(double max_abs_value) { return 64.0 / 65534.0 * max_abs_value; }
-// The targets whose decode kernel does so (int_dot/simd128.hpp, int_dot/avx512vnni.hpp).
-inline bool integer_pv_target(maskattn::Target t) {
-  return t == maskattn::Target::simd128 || t == maskattn::Target::avx512vnni;
-}
+// The targets whose decode kernel does so: integer_pv_target (attention_case.hpp).
 
 // How far a row of a cache with q8/q4 keys may be from the float64 reference over its contents
 // (docs/semantics.md, "Quantized caches"): the kernel quantizes the query row for integer dot

@@ -1045,11 +1045,10 @@ void cache_case(FuzzedDataProvider& in) {
           else FUZZ_CHECK(std::fabs(double(outv[n]) - r64.out[n]) <= bound, "cache O (rotated keys) beyond the bound for quantizing Q");
         }
       } else {
-        // Where the decode kernel's P·V over q8/q4 values runs in integers (AVX-512 VNNI here; SIMD128 too,
-        // which this native harness does not run),
-        // int16 weights add at most (64 / 65534) x max|V̂| (docs/semantics.md).
+        // Where the decode kernel's P·V over q8/q4 values runs in integers (the int_pv column of the
+        // target table), int16 weights add at most (64 / 65534) x max|V̂| (docs/semantics.md).
         double pv_rounding = 0;
-        if ((vt == KVType::q8 || vt == KVType::q4) && o.target == Target::avx512vnni) {
+        if ((vt == KVType::q8 || vt == KVType::q4) && maskattn_test::integer_pv_target(o.target)) {
           double vmax = 0;
           for (float x : vp) vmax = std::max(vmax, std::fabs(double(x)));
           pv_rounding = 64.0 / 65534.0 * vmax;
