@@ -4,10 +4,8 @@
 // Semantics: docs/semantics.md, "Merging partial results".
 #include <cmath>
 #include <limits>
-#include <string>
 #include <vector>
 
-#include "base/errors.hpp"
 #include "problem/problem.hpp"
 #include "kernel/online_softmax.hpp"
 #include "maskattn/maskattn.hpp"
@@ -15,30 +13,10 @@
 namespace maskattn {
 
 void merge_attention(Span<AttentionPart> parts, const MutableTensor& out, float* out_lse) {
-  using detail::cat;
-  using detail::fail;
-  if (parts.data == nullptr || parts.size == 0) fail("parts", "must hold at least one part");
-  // parts[0] sets the shape: every other part and out must have it.
-  const ConstTensor& first = parts[0].output;
-  const int64_t B = first.shape[0], H = first.shape[1], L = first.shape[2], Dv = first.shape[3];
-  // No rows (B*H*L would overflow when a 0 stands beside dimensions up to 2^62): nothing to write.
-  const bool no_rows = B == 0 || H == 0 || L == 0;
-  auto same_shape = [&](const auto& t, const std::string& name) {
-    for (int d = 0; d < 4; ++d)
-      if (t.shape[d] != first.shape[d])
-        fail(name, cat("shape must be parts[0]'s [", B, ", ", H, ", ", L, ", ", Dv, "], given [", t.shape[0], ", ", t.shape[1],
-                       ", ", t.shape[2], ", ", t.shape[3], "]"));
-  };
-  for (size_t p = 0; p < parts.size; ++p) {
-    const AttentionPart& part = parts[p];
-    const std::string name = cat("parts[", p, "]");
-    detail::check_view(part.output, name + ".output");
-    same_shape(part.output, name + ".output");
-    if (part.lse == nullptr && !no_rows) fail(name + ".lse", "is null: merging needs each part's lse [B, H, L]");
-  }
-  detail::check_view(ConstTensor(out), "out");
-  same_shape(out, "out");
-  if (no_rows) return;  // and no 2^45 empty (b, h) pairs to visit
+  // No rows: nothing to write (and no 2^45 empty (b, h) pairs to visit).
+  if (!detail::check_merge(parts, out)) return;
+  const int64_t* shape = parts[0].output.shape;
+  const int64_t B = shape[0], H = shape[1], L = shape[2], Dv = shape[3];
   using Merge = detail::OnlineSoftmax<detail::ScalarArch>;
   std::vector<float> o(static_cast<size_t>(Dv));
   const float ninf = -std::numeric_limits<float>::infinity();

@@ -136,4 +136,8 @@ Problem make_problem(const ConstTensor& q, const ConstTensor& k, const ConstTens
 Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTensor* out, const Options& options,
                      const ExtraOutputs& extra);
 
+// merge_attention's arguments: at least one part, each part's output a valid view of parts[0]'s
+// shape with its lse, and out of that shape too. Returns whether there are rows to merge.
+bool check_merge(Span<AttentionPart> parts, const MutableTensor& out);
+
 }  // namespace maskattn::detail

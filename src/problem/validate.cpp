@@ -1,5 +1,9 @@
-// Argument validation of a call (attention(), a cache's attend()): the boundary where user input is
-// checked once, with messages that name the argument, so the kernels' inner loops only assume.
+// Argument validation of a call (attention(), a cache's attend(), merge_attention()): the boundary
+// where user input is checked once, with messages that name the argument, so the kernels' inner
+// loops only assume. make_problem checks the options group by group (check_shape, check_output,
+// check_scale, check_masks, check_segments, check_head_rules, check_softcap, check_rope_rules,
+// check_run_settings, check_extra_outputs, check_scratch), each returning its part of Problem.
+// RoPE's own fields are checked by check_rope (rope.hpp), beside the rotation they configure.
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -509,6 +513,30 @@ Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTen
     throw ArgumentError("q", cat("does not match the cache (batch ", kv.B, ", kv_heads ", kv.H, ", head_dim ", kv.D,
                                  "): ", e.what()), e.is_type_error());
   }
+}
+
+bool check_merge(Span<AttentionPart> parts, const MutableTensor& out) {
+  if (parts.data == nullptr || parts.size == 0) fail("parts", "must hold at least one part");
+  // parts[0] sets the shape: every other part and out must have it.
+  const int64_t* shape = parts[0].output.shape;
+  // No rows (B*H*L would overflow when a 0 stands beside dimensions up to 2^62): nothing to write.
+  const bool no_rows = shape[0] == 0 || shape[1] == 0 || shape[2] == 0;
+  auto same_shape = [&](const int64_t* given, const std::string& name) {
+    for (int d = 0; d < 4; ++d)
+      if (given[d] != shape[d])
+        fail(name, cat("shape must be parts[0]'s [", shape[0], ", ", shape[1], ", ", shape[2], ", ", shape[3],
+                       "], given [", given[0], ", ", given[1], ", ", given[2], ", ", given[3], "]"));
+  };
+  for (size_t p = 0; p < parts.size; ++p) {
+    const AttentionPart& part = parts[p];
+    const std::string name = cat("parts[", p, "]");
+    check_tensor(part.output, name + ".output");
+    same_shape(part.output.shape, name + ".output");
+    if (part.lse == nullptr && !no_rows) fail(name + ".lse", "is null: merging needs each part's lse [B, H, L]");
+  }
+  check_tensor(ConstTensor(out), "out");
+  same_shape(out.shape, "out");
+  return !no_rows;
 }
 
 }  // namespace maskattn::detail
