@@ -20,90 +20,9 @@ namespace {
 using detail::cat;
 using detail::fail;
 using detail::fail_type;
-
-// "float32, float16, q8, q4 or bfloat16": the cache dtypes of maskattn/kv_types.inc (those `keep`
-// says yes to), for error messages.
-std::string kv_type_list(bool (*keep)(KVType) = nullptr) {
-  std::vector<const char*> names;
-  for (KVType t : kKVTypes)
-    if (!keep || keep(t)) names.push_back(kv_type_name(t));
-  std::string s;
-  for (size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  return s;
-}
 }  // namespace
 
-KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) {
-  KVCacheConfig c = config;
-  if (c.batch < 1) fail("batch", cat("must be >= 1, given ", c.batch));
-  if (c.kv_heads < 1) fail("kv_heads", cat("must be >= 1, given ", c.kv_heads));
-  if (c.capacity < 1) fail("capacity", cat("must be >= 1, given ", c.capacity));
-  if (c.capacity > detail::kMaxSequenceLength)
-    fail("capacity", cat("must be <= ", detail::kMaxSequenceLength, ", given ", c.capacity));
-  if (c.head_dim < 1) fail("head_dim", cat("must be >= 1, given ", c.head_dim));
-  if (c.value_dim == -1) c.value_dim = c.head_dim;
-  if (c.value_dim < 1) fail("value_dim", cat("must be >= 1 (or -1 for head_dim), given ", c.value_dim));
-  if (!detail::valid_kv_type(c.dtype)) fail_type("dtype", cat("must be ", kv_type_list(), ", given ", int(c.dtype)));
-  if (c.key_dtype && !detail::valid_kv_type(*c.key_dtype))
-    fail_type("key_dtype", cat("must be ", kv_type_list(), ", given ", int(*c.key_dtype)));
-  if (c.value_dtype && !detail::valid_kv_type(*c.value_dtype))
-    fail_type("value_dtype", cat("must be ", kv_type_list(), ", given ", int(*c.value_dtype)));
-  const KVType kt = c.key_dtype.value_or(c.dtype), vt = c.value_dtype.value_or(c.dtype);
-  c.key_dtype = kt;
-  c.value_dtype = vt;
-  if (c.key_rotation != KeyRotation::automatic && c.key_rotation != KeyRotation::none &&
-      c.key_rotation != KeyRotation::hadamard)
-    fail_type("key_rotation", cat("must be automatic, none or hadamard, given ", int(c.key_rotation)));
-  const bool rotated = c.key_rotation == KeyRotation::hadamard || (c.key_rotation == KeyRotation::automatic &&
-                                                                   detail::rotates_keys(kt) && c.head_dim % 2 == 0);
-  if (rotated && !detail::is_quantized(kt))
-    fail("key_rotation", cat("hadamard rotates keys before quantizing them: it needs key dtype ",
-                             kv_type_list(detail::is_quantized), ", given ",
-                             kv_type_name(kt)));
-  if (rotated && c.head_dim % 2 != 0)
-    fail("key_rotation", cat("hadamard needs an even head_dim, given ", c.head_dim));
-  if (c.window < 0) fail("window", cat("must be >= 0 (0 = no window), given ", c.window));
-  if (c.sink_tokens < 0) fail("sink_tokens", cat("must be >= 0, given ", c.sink_tokens));
-  if (c.sink_tokens > 0 && c.window == 0)
-    fail("sink_tokens", cat("keeps the first positions beside a sliding window: it needs a window (a cache "
-                            "without one keeps every position), given ", c.sink_tokens, " with window 0"));
-  if (c.window > 0 && c.capacity < c.window + c.sink_tokens)
-    fail("capacity", cat("must be >= window + sink tokens = ", c.window + c.sink_tokens,
-                         " for a sliding-window cache, given ", c.capacity));
-  if (c.rope) c.rope = detail::check_rope(*c.rope, c.head_dim, "rope");  // dims resolved
-  if (c.page_size < 0 || c.page_size > detail::kMaxSequenceLength)
-    fail("page_size", cat("must be in [0, ", detail::kMaxSequenceLength, "] (0 = not paged), given ", c.page_size));
-  const int64_t kb = detail::stored_row_bytes(kt, c.head_dim), vb = detail::stored_row_bytes(vt, c.value_dim);
-  Impl& m = *impl_;
-  if (c.page_size > 0) {
-    const int64_t pk = detail::checked_elements({c.kv_heads, c.page_size, kb}, 1, "page_size");
-    const int64_t pv = detail::checked_elements({c.kv_heads, c.page_size, vb}, 1, "page_size");
-    m.k_page_bytes = (pk + 63) / 64 * 64;  // V rows start on a cache line
-    m.page_bytes = detail::checked_elements({m.k_page_bytes + pv}, 1, "page_size");
-    m.pages_per_seq = (c.capacity + c.page_size - 1) / c.page_size;
-    detail::checked_elements({c.batch, m.pages_per_seq}, 2 * sizeof(void*) + 4, "capacity");
-    m.table.assign(size_t(c.batch * m.pages_per_seq), -1);
-    m.k_pages.assign(m.table.size(), nullptr);
-    m.v_pages.assign(m.table.size(), nullptr);
-  } else {
-    const int64_t k_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, kb}, 1, "capacity");
-    const int64_t v_bytes = detail::checked_elements({c.batch, c.kv_heads, c.capacity, vb}, 1, "capacity");
-    detail::checked_elements({k_bytes + v_bytes}, 1, "capacity");
-    m.k.assign(size_t(k_bytes), 0);
-    m.v.assign(size_t(v_bytes), 0);
-  }
-  m.cfg = c;
-  m.ktype = kt;
-  m.vtype = vt;
-  m.rotated = rotated;
-  if (c.rope) m.rope.emplace(*c.rope);
-  m.k_row_bytes = kb;
-  m.v_row_bytes = vb;
-  m.lengths.assign(size_t(c.batch), 0);
-  m.first.assign(size_t(c.batch), 0);
-  m.place_rows();
-}
+KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) { impl_->lay_out(detail::check_cache_config(config)); }
 
 KVCache::KVCache(KVCache&&) noexcept = default;
 KVCache& KVCache::operator=(KVCache&&) noexcept = default;
@@ -144,7 +63,7 @@ void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> cou
   Impl& m = live();
   if (m.ktype != m.vtype || !detail::takes_raw_bits(m.ktype))
     fail_type("k", cat("raw 16-bit values (uint16) need a cache whose keys and values are both of one of ",
-                       kv_type_list(detail::takes_raw_bits), " (the stored bits); this cache is ", kv_type_name(m.ktype),
+                       detail::kv_type_list(detail::takes_raw_bits), " (the stored bits); this cache is ", kv_type_name(m.ktype),
                        "/", kv_type_name(m.vtype), ": pass floats"));
   m.append(k, v, counts);
 }

@@ -25,16 +25,6 @@
 namespace maskattn {
 namespace detail {
 
-// Whether t is one of the cache dtypes (maskattn/kv_types.inc): an enum may hold any value.
-inline bool valid_kv_type(KVType t) {
-  switch (t) {
-#define MASKATTN_KV_TYPE(name, bits) case KVType::name:
-#include "maskattn/kv_types.inc"
-#undef MASKATTN_KV_TYPE
-      return true;
-  }
-  return false;
-}
 // Units of a stored row that a stride counts: floats, halves, or bytes (quantized rows).
 inline int64_t row_units(KVType t, int64_t n) { return is_quantized(t) ? stored_row_bytes(t, n) : n; }
 
@@ -240,6 +230,11 @@ struct KVCache::Impl {
       }
     }
   }
+
+  // The storage of a checked configuration (check_cache_config): its rows' sizes, its block or its
+  // page table, the keys' rotation and RoPE. Fails naming capacity or page_size when the storage
+  // would not fit in memory.
+  void lay_out(const KVCacheConfig& checked);
 
   // Where each position's rows live, their dtypes, what each sequence holds and the keys' RoPE, as
   // the KeySource that row() and attend() both read (docs/semantics.md, "KV cache"). Set once the

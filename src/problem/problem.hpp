@@ -140,4 +140,12 @@ Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTen
 // shape with its lse, and out of that shape too. Returns whether there are rows to merge.
 bool check_merge(Span<AttentionPart> parts, const MutableTensor& out);
 
+// A KV cache's configuration (KVCache's constructor, before any storage exists), returned with
+// value_dim, key_dtype, value_dtype and the rope's dims resolved. Whether it fits in memory is the
+// storage's to find (its rows' bytes are the dtype's row traits').
+KVCacheConfig check_cache_config(const KVCacheConfig& config);
+// "float32, float16, q8, q4 or bfloat16": the cache dtypes (maskattn/kv_types.inc) that keep says
+// yes to (all when null), for error messages.
+std::string kv_type_list(bool (*keep)(KVType) = nullptr);
+
 }  // namespace maskattn::detail
