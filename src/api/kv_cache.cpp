@@ -1,5 +1,6 @@
-// KVCache's public methods: each validates everything (errors name the argument) before it writes
-// anything (an append past capacity changes nothing), then works on the storage (cache/kv_storage.hpp);
+// KVCache's public methods: each has its arguments checked (problem/validate_cache.cpp: errors name
+// the argument) before it writes anything (an append past capacity changes nothing), then works on
+// the storage (cache/kv_storage.hpp);
 // attend() is the storage as a KeySource through make_problem and execute, as attention() is.
 // Semantics: docs/semantics.md, "KV cache" and "Quantized caches".
 #include <algorithm>
@@ -17,9 +18,7 @@
 
 namespace maskattn {
 namespace {
-using detail::cat;
 using detail::fail;
-using detail::fail_type;
 }  // namespace
 
 KVCache::KVCache(const KVCacheConfig& config) : impl_(new Impl) { impl_->lay_out(detail::check_cache_config(config)); }
@@ -60,17 +59,12 @@ void KVCache::append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> c
 }
 
 void KVCache::append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts) {
-  Impl& m = live();
-  if (m.ktype != m.vtype || !detail::takes_raw_bits(m.ktype))
-    fail_type("k", cat("raw 16-bit values (uint16) need a cache whose keys and values are both of one of ",
-                       detail::kv_type_list(detail::takes_raw_bits), " (the stored bits); this cache is ", kv_type_name(m.ktype),
-                       "/", kv_type_name(m.vtype), ": pass floats"));
-  m.append(k, v, counts);
+  live().append(k, v, counts);
 }
 
 KVCache::Contents KVCache::read(int64_t b) const {
   const Impl& m = live();
-  if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
+  detail::check_sequence(b, m.cfg.batch);
   Contents out;
   out.sinks = m.lead(b);
   out.start = m.first[size_t(b)];
@@ -89,12 +83,7 @@ KVCache::Contents KVCache::read(int64_t b) const {
 
 void KVCache::truncate(Span<int32_t> lengths) {
   Impl& m = live();
-  if (lengths.data == nullptr || int64_t(lengths.size) != m.cfg.batch)
-    fail("lengths", cat("length must be the batch size ", m.cfg.batch, ", given ", lengths.size));
-  for (int64_t b = 0; b < m.cfg.batch; ++b)
-    if (lengths[size_t(b)] < 0 || lengths[size_t(b)] > m.lengths[size_t(b)])
-      fail(cat("lengths[", b, "]"), cat("must be in [0, current length ", m.lengths[size_t(b)], "], given ",
-                                        lengths[size_t(b)]));
+  detail::check_truncate(lengths, m.lengths);
   for (int64_t b = 0; b < m.cfg.batch; ++b) {
     m.lengths[size_t(b)] = lengths[size_t(b)];
     m.first[size_t(b)] = std::min(m.first[size_t(b)], lengths[size_t(b)]);
@@ -111,13 +100,7 @@ void KVCache::reset() noexcept {
 
 void KVCache::fork(int64_t src, int64_t dst) {
   Impl& m = live();
-  const int64_t B = m.cfg.batch;
-  if (src < 0 || src >= B) fail("src", cat("must be a sequence in [0, batch = ", B, "), given ", src));
-  if (dst < 0 || dst >= B) fail("dst", cat("must be a sequence in [0, batch = ", B, "), given ", dst));
-  if (dst == src) fail("dst", cat("must differ from src (both are ", src, ")"));
-  if (m.lengths[size_t(dst)] != 0)
-    fail("dst", cat("sequence ", dst, " holds ", m.lengths[size_t(dst)],
-                    " positions: fork needs an empty sequence (truncate or reset it first), nothing was changed"));
+  detail::check_fork(src, dst, m.lengths);
   if (m.paged()) {
     m.release_after(dst, 0);
     for (int64_t i = 0; i < m.pages_per_seq; ++i) {
@@ -140,7 +123,7 @@ void KVCache::fork(int64_t src, int64_t dst) {
 
 std::vector<int32_t> KVCache::pages(int64_t b) const {
   const Impl& m = live();
-  if (b < 0 || b >= m.cfg.batch) fail("b", cat("must be in [0, batch = ", m.cfg.batch, "), given ", b));
+  detail::check_sequence(b, m.cfg.batch);
   if (!m.paged()) return {};
   return std::vector<int32_t>(m.table.begin() + b * m.pages_per_seq, m.table.begin() + (b + 1) * m.pages_per_seq);
 }
@@ -148,29 +131,8 @@ std::vector<int32_t> KVCache::pages(int64_t b) const {
 void KVCache::keep(int64_t b, Span<int32_t> tree, Span<int32_t> path) {
   const int64_t sequence = b;
   Impl& m = live();
-  const int64_t B = m.cfg.batch;
-  if (sequence < 0 || sequence >= B) fail("b", cat("must be in [0, batch = ", B, "), given ", sequence));
-  if (tree.data == nullptr && tree.size > 0) fail("tree", cat("data is null but size is ", tree.size));
-  if (path.data == nullptr && path.size > 0) fail("path", cat("data is null but size is ", path.size));
+  detail::check_keep(sequence, tree, path, m.lengths, m.first);
   const int64_t T = int64_t(tree.size), len = m.lengths[size_t(sequence)];
-  if (T < 1) fail("tree", "needs at least one node (the parent indices given to attend)");
-  if (T > len - m.first[size_t(sequence)])
-    fail("tree", cat("its ", T, " nodes must be the newest positions of sequence ", sequence, ", which holds ",
-                     len - m.first[size_t(sequence)], " (positions ", m.first[size_t(sequence)], " to ", len - 1, ")"));
-  for (int64_t i = 0; i < T; ++i)
-    if (tree[size_t(i)] < -1 || tree[size_t(i)] >= i)
-      fail(cat("tree[", i, "]"), cat("node ", i, "'s parent must be -1 (a root) or an earlier node in [0, ", i,
-                                     "), given ", tree[size_t(i)]));
-  for (size_t k = 0; k < path.size; ++k) {
-    const int32_t node = path[k];
-    if (node < 0 || node >= T) fail(cat("path[", k, "]"), cat("must be a node in [0, ", T, "), given ", node));
-    const int32_t want = k == 0 ? -1 : path[k - 1];
-    if (tree[size_t(node)] != want)
-      fail(cat("path[", k, "]"),
-           k == 0 ? cat("the path must start at a root (parent -1); node ", node, "'s parent is ", tree[size_t(node)])
-                  : cat("node ", node, " is not a child of path[", k - 1, "] = ", want, " (its parent is ",
-                        tree[size_t(node)], ")"));
-  }
   // Nodes only move down (path[k] >= k: parents come first), so copying in path order never
   // overwrites a node still to be moved.
   const int64_t base = len - T;

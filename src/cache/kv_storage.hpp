@@ -130,39 +130,6 @@ struct KVCache::Impl {
     for (int64_t i = (used_slots + P() - 1) / P(); i < pages_per_seq; ++i) release_page(b * pages_per_seq + i);
   }
 
-  template <class In>
-  void check_append(const TensorView<const In>& k, const TensorView<const In>& v, Span<int32_t> counts,
-                    std::vector<int32_t>& take) const {
-    detail::check_view(k, "k");
-    detail::check_view(v, "v");
-    const int64_t B = cfg.batch, H = cfg.kv_heads;
-    if (k.shape[0] != B || k.shape[1] != H || k.shape[3] != D())
-      detail::fail("k", detail::cat("shape must be [B, Hkv, T, D] = [", B, ", ", H, ", T, ", D(), "], given [", k.shape[0], ", ",
-                    k.shape[1], ", ", k.shape[2], ", ", k.shape[3], "]"));
-    if (v.shape[0] != B || v.shape[1] != H || v.shape[2] != k.shape[2] || v.shape[3] != Dv())
-      detail::fail("v", detail::cat("shape must be [B, Hkv, T, Dv] = [", B, ", ", H, ", ", k.shape[2], ", ", Dv(), "], given [",
-                    v.shape[0], ", ", v.shape[1], ", ", v.shape[2], ", ", v.shape[3], "]"));
-    const int64_t T = k.shape[2];
-    if (!counts.empty() && int64_t(counts.size) != B)
-      detail::fail("counts", detail::cat("length must be the batch size ", B, ", given ", counts.size));
-    take.assign(size_t(B), 0);
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t n = counts.empty() ? T : counts[size_t(b)];
-      if (n < 0 || n > T) detail::fail(detail::cat("counts[", b, "]"), detail::cat("must be in [0, T = ", T, "], given ", n));
-      const int64_t after = int64_t(lengths[size_t(b)]) + n;
-      if (!ring() && after > cap())
-        detail::fail(detail::cat("sequence[", b, "]"),
-             detail::cat("sequence ", b, " holds ", lengths[size_t(b)], " positions; appending ", n, " would need ", after,
-                 ", capacity is ", cap(), " (nothing was written; use a larger capacity, or a window for a ring)"));
-      // A ring holds its slots whatever it has seen; its positions (int32) count on to 2^31 - 1.
-      const int64_t most = ring() ? detail::kMaxRingLength : detail::kMaxSequenceLength;
-      if (after > most)
-        detail::fail(detail::cat("sequence[", b, "]"), detail::cat("sequence ", b, " would reach ", after, " positions, the most is ",
-                                           most, ring() ? " for a window cache (nothing was written; reset() or truncate() to start over)" : ""));
-      take[size_t(b)] = int32_t(n);
-    }
-  }
-
   // Copies the new positions in, converting each row to the cache's format (float16 rounding,
   // rotation and quantization for q8/q4).
   // New positions [0, n) of sequence b that stay in the cache: a ring keeps its sink tokens and only
@@ -282,7 +249,7 @@ struct KVCache::Impl {
   template <class In>
   void append(const TensorView<const In>& k_in, const TensorView<const In>& v_in, Span<int32_t> counts) {
     std::vector<int32_t> take;
-    check_append(k_in, v_in, counts, take);
+    detail::check_append(k_in, v_in, counts, cfg, lengths, take);
     own_new_positions(take);
     write(k_in, true, take);
     write(v_in, false, take);

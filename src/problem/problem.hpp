@@ -140,12 +140,26 @@ Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTen
 // shape with its lse, and out of that shape too. Returns whether there are rows to merge.
 bool check_merge(Span<AttentionPart> parts, const MutableTensor& out);
 
-// A KV cache's configuration (KVCache's constructor, before any storage exists), returned with
-// value_dim, key_dtype, value_dtype and the rope's dims resolved. Whether it fits in memory is the
-// storage's to find (its rows' bytes are the dtype's row traits').
+// ---- A KV cache's input (validate_cache.cpp).
+// Its configuration (KVCache's constructor, before any storage exists), returned with value_dim,
+// key_dtype, value_dtype and the rope's dims resolved. Whether it fits in memory is the storage's
+// to find (its rows' bytes are the dtype's row traits').
 KVCacheConfig check_cache_config(const KVCacheConfig& config);
 // "float32, float16, q8, q4 or bfloat16": the cache dtypes (maskattn/kv_types.inc) that keep says
 // yes to (all when null), for error messages.
 std::string kv_type_list(bool (*keep)(KVType) = nullptr);
+// Its methods' arguments against what it holds: held[b] the positions sequence b has seen,
+// first[b] the lowest window position it still holds.
+void check_sequence(int64_t b, int64_t batch);
+void check_truncate(Span<int32_t> lengths, const std::vector<int32_t>& held);
+void check_fork(int64_t src, int64_t dst, const std::vector<int32_t>& held);
+void check_keep(int64_t b, Span<int32_t> tree, Span<int32_t> path, const std::vector<int32_t>& held,
+                const std::vector<int32_t>& first);
+// append(k, v, counts): k [B, Hkv, T, D], v [B, Hkv, T, Dv] of the cache's sizes, counts[b] in
+// [0, T], and room for them; take[b] = the positions sequence b gains.
+void check_append(const ConstTensor& k, const ConstTensor& v, Span<int32_t> counts, const KVCacheConfig& cfg,
+                  const std::vector<int32_t>& held, std::vector<int32_t>& take);
+void check_append(const HalfTensor& k, const HalfTensor& v, Span<int32_t> counts, const KVCacheConfig& cfg,
+                  const std::vector<int32_t>& held, std::vector<int32_t>& take);
 
 }  // namespace maskattn::detail

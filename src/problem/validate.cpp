@@ -3,7 +3,8 @@
 // loops only assume. make_problem checks the options group by group (check_shape, check_output,
 // check_scale, check_masks, check_segments, check_head_rules, check_softcap, check_rope_rules,
 // check_run_settings, check_extra_outputs, check_scratch), each returning its part of Problem.
-// RoPE's own fields are checked by check_rope (rope.hpp), beside the rotation they configure.
+// RoPE's own fields are checked by check_rope (rope.hpp), beside the rotation they configure; a KV
+// cache's configuration and its methods' arguments by validate_cache.cpp.
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -11,7 +12,6 @@
 #include <limits>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "base/errors.hpp"
 #include "problem/problem.hpp"
@@ -538,71 +538,6 @@ bool check_merge(Span<AttentionPart> parts, const MutableTensor& out) {
   check_tensor(ConstTensor(out), "out");
   same_shape(out.shape, "out");
   return !no_rows;
-}
-
-std::string kv_type_list(bool (*keep)(KVType)) {
-  std::vector<const char*> names;
-  for (KVType t : kKVTypes)
-    if (!keep || keep(t)) names.push_back(kv_type_name(t));
-  std::string s;
-  for (size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  return s;
-}
-
-namespace {
-
-// The dtype descriptor's answers (maskattn/kv_types.inc and the row traits, via kv_type_info):
-// bits 0 for a value outside the enum.
-bool known_kv_type(KVType t) { return kv_type_info(t).bits != 0; }
-bool quantized_kv_type(KVType t) { return kv_type_info(t).quantized; }
-
-// dtype, key_dtype, value_dtype and key_rotation; the key and value dtypes resolved. Whether keys
-// are stored rotated is the storage's choice (KeyRotation::automatic asks the dtype's traits, which
-// rotate only quantized keys of an even head_dim): only hadamard asked for by name can be refused.
-void check_cache_dtypes(KVCacheConfig& c) {
-  if (!known_kv_type(c.dtype)) fail_type("dtype", cat("must be ", kv_type_list(), ", given ", int(c.dtype)));
-  if (c.key_dtype && !known_kv_type(*c.key_dtype))
-    fail_type("key_dtype", cat("must be ", kv_type_list(), ", given ", int(*c.key_dtype)));
-  if (c.value_dtype && !known_kv_type(*c.value_dtype))
-    fail_type("value_dtype", cat("must be ", kv_type_list(), ", given ", int(*c.value_dtype)));
-  const KVType kt = c.key_dtype.value_or(c.dtype);
-  c.key_dtype = kt;
-  c.value_dtype = c.value_dtype.value_or(c.dtype);
-  if (c.key_rotation != KeyRotation::automatic && c.key_rotation != KeyRotation::none &&
-      c.key_rotation != KeyRotation::hadamard)
-    fail_type("key_rotation", cat("must be automatic, none or hadamard, given ", int(c.key_rotation)));
-  if (c.key_rotation != KeyRotation::hadamard) return;
-  if (!quantized_kv_type(kt))
-    fail("key_rotation", cat("hadamard rotates keys before quantizing them: it needs key dtype ",
-                             kv_type_list(quantized_kv_type), ", given ", kv_type_name(kt)));
-  if (c.head_dim % 2 != 0) fail("key_rotation", cat("hadamard needs an even head_dim, given ", c.head_dim));
-}
-
-}  // namespace
-
-KVCacheConfig check_cache_config(const KVCacheConfig& config) {
-  KVCacheConfig c = config;
-  if (c.batch < 1) fail("batch", cat("must be >= 1, given ", c.batch));
-  if (c.kv_heads < 1) fail("kv_heads", cat("must be >= 1, given ", c.kv_heads));
-  if (c.capacity < 1) fail("capacity", cat("must be >= 1, given ", c.capacity));
-  if (c.capacity > kMaxSequenceLength) fail("capacity", cat("must be <= ", kMaxSequenceLength, ", given ", c.capacity));
-  if (c.head_dim < 1) fail("head_dim", cat("must be >= 1, given ", c.head_dim));
-  if (c.value_dim == -1) c.value_dim = c.head_dim;
-  if (c.value_dim < 1) fail("value_dim", cat("must be >= 1 (or -1 for head_dim), given ", c.value_dim));
-  check_cache_dtypes(c);
-  if (c.window < 0) fail("window", cat("must be >= 0 (0 = no window), given ", c.window));
-  if (c.sink_tokens < 0) fail("sink_tokens", cat("must be >= 0, given ", c.sink_tokens));
-  if (c.sink_tokens > 0 && c.window == 0)
-    fail("sink_tokens", cat("keeps the first positions beside a sliding window: it needs a window (a cache "
-                            "without one keeps every position), given ", c.sink_tokens, " with window 0"));
-  if (c.window > 0 && c.capacity < c.window + c.sink_tokens)
-    fail("capacity", cat("must be >= window + sink tokens = ", c.window + c.sink_tokens,
-                         " for a sliding-window cache, given ", c.capacity));
-  if (c.rope) c.rope = check_rope(*c.rope, c.head_dim, "rope");  // dims resolved
-  if (c.page_size < 0 || c.page_size > kMaxSequenceLength)
-    fail("page_size", cat("must be in [0, ", kMaxSequenceLength, "] (0 = not paged), given ", c.page_size));
-  return c;
 }
 
 }  // namespace maskattn::detail
