@@ -515,6 +515,8 @@ const std::vector<BadCase>& bad_cases() {
        "at least one thread"},
       {"threads_minus_3", Base::full, [](P& p) { p.opt.threads = -3; }, "threads", {"-3"}, Ref::no,
        "at least one thread"},
+      {"threads_one_past_the_limit", Base::full, [](P& p) { p.opt.threads = 1025; }, "threads",
+       {"1024", "1025"}, Ref::no, "kMaxThreads = 1024 is the most, and the message says so"},
       {"fully_masked_7", Base::full,
        [](P& p) { p.opt.fully_masked = static_cast<maskattn::FullyMasked>(7); }, "fully_masked",
        {"7"}, Ref::yes, "not one of zero / nan / uniform (e.g. a bad cast from a binding)"},
@@ -747,6 +749,8 @@ const std::vector<GoodCase>& good_cases() {
       {"scale_zero", Base::full, [](P& p) { p.opt.scale = 0.0f; }, "scale 0 is finite"},
       {"scale_negative", Base::full, [](P& p) { p.opt.scale = -0.5f; }, "negative scale is finite"},
       {"softcap_zero_is_off", Base::full, [](P& p) { p.opt.softcap = 0.0f; }, "0 = off"},
+      {"threads_at_the_limit", Base::full, [](P& p) { p.opt.threads = maskattn::kMaxThreads; },
+       "kMaxThreads (1024) threads are allowed; results do not depend on the count"},
       {"mask_broadcast_everything", Base::full,
        [](P& p) {
          p.opt.allowed = maskattn::make_mask<uint8_t>(p.allowed_buf.data() + 1, 1, 1, 1, 1, 1);
