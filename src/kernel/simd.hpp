@@ -61,6 +61,14 @@ inline float element(Bf16 b) { return bf16_bits_to_float(b.bits); }
 #define MASKATTN_PREFETCH_INLINE inline
 #endif
 
+// Whether prefetch_bytes issues instructions. WebAssembly has no prefetch (clang drops
+// __builtin_prefetch there); the decode kernel then orders its reads for the hardware's prefetcher.
+#if defined(__GNUC__) && !defined(__wasm__)
+inline constexpr bool kSoftwarePrefetch = true;
+#else
+inline constexpr bool kSoftwarePrefetch = false;
+#endif
+
 // Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
 MASKATTN_PREFETCH_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
 #if defined(__GNUC__)
