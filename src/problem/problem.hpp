@@ -140,6 +140,13 @@ Problem make_problem(const ConstTensor& q, const KeySource& kv, const MutableTen
 // shape with its lse, and out of that shape too. Returns whether there are rows to merge.
 bool check_merge(Span<AttentionPart> parts, const MutableTensor& out);
 
+// ---- The mask builders' arguments (maskattn/masks.hpp): each returns the elements its mask has.
+size_t check_causal_mask(int64_t Lq, int64_t Lk, Align align);
+size_t check_window_mask(int64_t Lq, int64_t Lk, int64_t left, int64_t right, Align align);
+size_t check_padding_mask(const std::vector<int32_t>& lengths, int64_t L);
+void check_document_lengths(const std::vector<int32_t>& lengths, int64_t L);  // segments_from_lengths
+void check_key_padding(const uint8_t* ignore, size_t n);
+
 // ---- A KV cache's input (validate_cache.cpp).
 // Its configuration (KVCache's constructor, before any storage exists), returned with value_dim,
 // key_dtype, value_dtype and the rope's dims resolved. Whether it fits in memory is the storage's

@@ -1,10 +1,10 @@
-// Argument validation of a call (attention(), a cache's attend(), merge_attention()): the boundary
-// where user input is checked once, with messages that name the argument, so the kernels' inner
-// loops only assume. make_problem checks the options group by group (check_shape, check_output,
-// check_scale, check_masks, check_segments, check_head_rules, check_softcap, check_rope_rules,
-// check_run_settings, check_extra_outputs, check_scratch), each returning its part of Problem.
-// RoPE's own fields are checked by check_rope (rope.hpp), beside the rotation they configure; a KV
-// cache's configuration and its methods' arguments by validate_cache.cpp.
+// Argument validation of a call (attention(), a cache's attend(), merge_attention(), the mask
+// builders): the boundary where user input is checked once, with messages that name the argument,
+// so the kernels' inner loops only assume. make_problem checks the options group by group
+// (check_shape, check_output, check_scale, check_masks, check_segments, check_head_rules,
+// check_softcap, check_rope_rules, check_run_settings, check_extra_outputs, check_scratch), each
+// returning its part of Problem. Beside it: validate_rope.cpp (a Rope's fields, check_rope) and
+// validate_cache.cpp (a KV cache's configuration and its methods' arguments).
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
@@ -17,6 +17,7 @@
 #include "problem/problem.hpp"
 #include "problem/rope.hpp"
 #include "problem/row_keys.hpp"
+#include "maskattn/masks.hpp"
 
 namespace maskattn::detail {
 namespace {
@@ -538,6 +539,73 @@ bool check_merge(Span<AttentionPart> parts, const MutableTensor& out) {
   check_tensor(ConstTensor(out), "out");
   same_shape(out.shape, "out");
   return !no_rows;
+}
+
+// ---- The mask builders' arguments (maskattn/masks.hpp), checked before anything is allocated.
+namespace {
+
+void check_mask_length(int64_t value, const char* name) {
+  if (value < 0 || value > kMaxMaskLength)
+    fail(name, cat("expected 0 <= ", name, " <= ", kMaxMaskLength, ", given ", value));
+}
+
+void check_mask_align(Align align) {
+  if (align != Align::bottom_right && align != Align::top_left)
+    fail("align", cat("expected Align::bottom_right (0) or Align::top_left (1), given ", static_cast<int>(align)));
+}
+
+// Lq * Lk elements, each length already checked to be <= 2^23 (so the product fits in int64).
+size_t mask_area(int64_t Lq, int64_t Lk) {
+  const int64_t n = Lq * Lk;
+  if (static_cast<uint64_t>(n) > std::numeric_limits<size_t>::max() / sizeof(float))
+    fail("Lq", cat("size overflows: ", Lq, " x ", Lk, " elements do not fit in memory"));
+  return static_cast<size_t>(n);
+}
+
+}  // namespace
+
+size_t check_causal_mask(int64_t Lq, int64_t Lk, Align align) {
+  check_mask_length(Lq, "Lq");
+  check_mask_length(Lk, "Lk");
+  check_mask_align(align);
+  return mask_area(Lq, Lk);
+}
+
+size_t check_window_mask(int64_t Lq, int64_t Lk, int64_t left, int64_t right, Align align) {
+  check_mask_length(Lq, "Lq");
+  check_mask_length(Lk, "Lk");
+  if (left < -1) fail("left", cat("expected left >= -1 (-1 = unbounded), given ", left));
+  if (right < -1) fail("right", cat("expected right >= -1 (-1 = unbounded), given ", right));
+  check_mask_align(align);
+  return mask_area(Lq, Lk);
+}
+
+size_t check_padding_mask(const std::vector<int32_t>& lengths, int64_t L) {
+  check_mask_length(L, "L");
+  for (size_t b = 0; b < lengths.size(); ++b)
+    if (lengths[b] < 0 || lengths[b] > L)
+      fail(cat("lengths[", b, "]"), cat("expected 0 <= lengths[", b, "] <= L = ", L, ", given ", lengths[b]));
+  const int64_t B = static_cast<int64_t>(lengths.size());
+  if (B > 0 && static_cast<uint64_t>(L) > std::numeric_limits<size_t>::max() / sizeof(float) / static_cast<uint64_t>(B))
+    fail("lengths", cat("size overflows: ", B, " x ", L, " elements do not fit in memory"));
+  return static_cast<size_t>(B * L);
+}
+
+void check_document_lengths(const std::vector<int32_t>& lengths, int64_t L) {
+  check_mask_length(L, "L");
+  int64_t total = 0;
+  for (size_t n = 0; n < lengths.size(); ++n) {
+    if (lengths[n] < 0) fail(cat("lengths[", n, "]"), cat("expected lengths[", n, "] >= 0, given ", lengths[n]));
+    total += lengths[n];
+    if (total > L)
+      fail("lengths", cat("expected the documents to fit in L = ", L, ": sum of lengths[0..", n, "] is ", total));
+  }
+  if (lengths.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    fail("lengths", cat("expected at most ", std::numeric_limits<int32_t>::max(), " documents, given ", lengths.size()));
+}
+
+void check_key_padding(const uint8_t* ignore, size_t n) {
+  if (ignore == nullptr && n > 0) fail("ignore", cat("expected a buffer of ", n, " entries, given a null pointer"));
 }
 
 }  // namespace maskattn::detail
