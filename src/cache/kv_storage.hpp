@@ -1,8 +1,8 @@
 // A KV cache's storage (KVCache::Impl): the rows of every sequence and head in their dtype's format
 // (kernel/quant.hpp), in one block or in pages shared by forks; a ring's slots; rows written
 // (appends, RoPE and the key rotation applied, then quantized) and read back; and the storage as a
-// KeySource, what attend() reads (docs/semantics.md, "KV cache"). The public methods that validate
-// and call into it are api/kv_cache.cpp.
+// KeySource, what attend() reads (docs/semantics.md, "KV cache"). Its input is checked before it is
+// called (problem/validate_cache.cpp); the public methods that call into it are api/kv_cache.cpp.
 #pragma once
 
 #include <algorithm>
