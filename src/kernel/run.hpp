@@ -51,7 +51,7 @@ inline int threads_that_pay(const Problem& p, bool decode, int64_t units) {
 inline bool use_decode(const Problem& p, Target target) {
   if (p.kernel == Kernel::decode || p.kernel == Kernel::decode_split) return true;
   if (p.kernel == Kernel::prefill || p.kernel == Kernel::prefill_split) return false;
-  const bool float_kv = p.kv.k_type == KVType::f32 && p.kv.v_type == KVType::f32;
+  const bool float_kv = reads_directly(p.kv.k_type) && reads_directly(p.kv.v_type);
   return p.group * p.Lq <= decode_rows(target, float_kv);
 }
 
