@@ -18,14 +18,10 @@
 namespace maskattn::detail {
 
 // The automatic kernel choice: the decode kernel when a KV head group has at most this many query
-// rows (Hq / Hkv x Lq), else the prefill kernel. Measured crossovers (README "Which kernel runs"):
-// KV caches of float16, q8 and q4 up to 32 rows (the decode kernel reads them as stored, integer dot
-// products included; the prefill kernel converts them to float); float K and V up to 8 rows on
-// native SIMD targets, and only single rows in WebAssembly SIMD128 (whose prefill kernel, rows in
-// lanes, is 1.9x the decode kernel at 4 rows: GQA decode). The scalar kernel keeps 32.
+// rows (Hq / Hkv x Lq), else the prefill kernel: KV caches of float16, bfloat16, q8 and q4 up to 32
+// rows (the decode kernel reads them as stored, integer dot products included; the prefill kernel
+// converts them to float); float32 K and V up to each target's decode_rows (maskattn/targets.inc).
 constexpr int kDecodeMaxRows = 32;
-constexpr int kDecodeMaxRowsFloat = 8;
-constexpr int kDecodeMaxRowsFloatWasm = 1;
 
 // Longest sequence (Lq, Lk of a tensor, a cache without a window's positions), and the most
 // tokens a window cache may see (its Lk: positions are int32). The public constants (maskattn.hpp)
