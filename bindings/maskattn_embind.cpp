@@ -168,7 +168,7 @@ maskattn::Options options_of(const CallArgs& a, maskattn::Stats* stats) {
   if (a.stats) o.stats = stats;
   // Most threads to use (0 = absent: 1). JS never asks for more than the module's worker pool
   // holds, and the library's cost model may use fewer (Stats::threads_used).
-  if (a.threads >= 1) o.threads = int(std::min(a.threads, 1024.0));
+  if (a.threads >= 1) o.threads = int(std::min(a.threads, double(maskattn::kMaxThreads)));
   return o;
 }
 

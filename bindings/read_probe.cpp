@@ -43,7 +43,7 @@ float sum_floats(const float* p, size_t n) {
 // GB/s reading `megabytes` MiB on `threads` tasks, best of `reps` passes.
 extern "C" double maskattn_read_probe(double megabytes, double threads, double reps) {
   const size_t n = size_t(std::max(1.0, std::min(megabytes, 1024.0)) * 1048576.0 / 64.0) * 16;  // whole 64-byte lines
-  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(1024, int64_t(threads)));
+  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(maskattn::kMaxThreads, int64_t(threads)));
   std::vector<float> buffer(n, 1.0f);
   std::vector<float> sums(static_cast<size_t>(tasks));
   const size_t per_task = n / size_t(tasks) / 16 * 16;
