@@ -4,7 +4,7 @@
 // `ma.createKVCache` per layer. Tokens are bytes (vocabulary 256); the weights are random, so the
 // "text" it writes is noise: the point is the loop, not the words.
 //
-//   node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT]
+//   node examples/generate.mjs [--tokens N] [--dtype float32|float16|bfloat16|q8|q4] [--window W] [--prompt TEXT]
 //                              [--seed S] [--rope fused|js] [--check] [--scalar] [--samples N [--temperature T]]
 //
 // Per layer and step: RMSNorm -> Q, K, V projections -> cache.append(K, V) -> cache.attend(Q) (GQA:
@@ -138,6 +138,15 @@ function addInto(x, y) {
 
 // ------------------------------------------------------------------------------------------ attention
 
+/** Rounds a float32 to the nearest bfloat16 (ties to even; NaN kept) and returns it as a number. */
+export function roundToBfloat16(x) {
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer);
+  if (Number.isNaN(f[0])) return f[0];
+  u[0] = (u[0] + 0x7fff + ((u[0] >>> 16) & 1)) & 0xffff0000;
+  return f[0];
+}
+
 /** Rounds a float to the nearest IEEE half (ties to even) and returns it as a number. */
 export function roundToHalf(x) {
   if (!Number.isFinite(x) || x === 0) return x;
@@ -198,15 +207,15 @@ class CacheAttention {
 /**
  * The same attention without a cache or fused RoPE: Q and K rotated here in JavaScript, K/V of
  * every position kept in JavaScript and passed whole to ma.attention each step (causal,
- * bottom-right; a window becomes window: [W - 1, 0]). For float16, K/V are rounded to halves as the
- * cache would store them (after rotation, as the cache rotates before it stores).
+ * bottom-right; a window becomes window: [W - 1, 0]). For float16 and bfloat16, K/V are rounded as
+ * the cache would store them (after rotation, as the cache rotates before it stores).
  */
 class FullAttention {
   constructor(ma, { capacity, dtype, window }) {
     const { layers, kvHeads, headDim } = MODEL;
     this.ma = ma;
     this.window = window;
-    this.round = dtype === 'float16';
+    this.round = { float16: roundToHalf, bfloat16: roundToBfloat16 }[dtype] ?? null;
     this.length = 0;
     this.kv = Array.from({ length: layers }, () => ({
       k: new Float32Array(capacity * kvHeads * headDim), v: new Float32Array(capacity * kvHeads * headDim), length: 0,
@@ -234,8 +243,8 @@ class FullAttention {
     store.v.set(v, at);
     if (this.round)
       for (let n = at; n < at + T * row; n++) {
-        store.k[n] = roundToHalf(store.k[n]);
-        store.v[n] = roundToHalf(store.v[n]);
+        store.k[n] = this.round(store.k[n]);
+        store.v[n] = this.round(store.v[n]);
       }
     store.length += T;
     const L = store.length;
@@ -466,11 +475,10 @@ function parseArgs(argv) {
       if (!(a.temperature >= 0)) throw new RangeError(`--temperature must be a number >= 0, given ${argv[i]}`);
     }
     else if (arg === '--help' || arg === '-h') {
-      console.log('node examples/generate.mjs [--tokens N] [--dtype float32|float16|q8|q4] [--window W] [--prompt TEXT] [--seed S] [--rope fused|js] [--check] [--scalar] [--samples N [--temperature T]]');
+      console.log('node examples/generate.mjs [--tokens N] [--dtype D (one of ma.kvDtypes)] [--window W] [--prompt TEXT] [--seed S] [--rope fused|js] [--check] [--scalar] [--samples N [--temperature T]]');
       process.exit(0);
     } else throw new RangeError(`unknown argument ${arg} (try --help)`);
   }
-  if (!['float32', 'float16', 'q8', 'q4'].includes(a.dtype)) throw new RangeError(`--dtype must be float32, float16, q8 or q4, given ${a.dtype}`);
   if (a.rope !== 'fused' && a.rope !== 'js') throw new RangeError(`--rope must be fused or js, given ${a.rope}`);
   return a;
 }
@@ -484,6 +492,8 @@ const ms = (x) => x.toFixed(3).padStart(9);
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const ma = await init({ simd: args.scalar ? false : 'auto' });
+  // The cache dtypes are the library's table (ma.kvDtypes), not a list kept here.
+  if (!ma.kvDtypes.includes(args.dtype)) throw new RangeError(`--dtype must be one of ${ma.kvDtypes.join(', ')}, given ${args.dtype}`);
   const { layers, heads, kvHeads, headDim, dModel, ffn, vocab } = MODEL;
   const weights = buildWeights(args.seed);
   if (args.samples > 0) return mainSamples(ma, weights, args);

@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 import { init } from 'maskattn';
-import { buildWeights, generate, MODEL, roundToHalf, sample } from '../../examples/generate.mjs';
+import { buildWeights, generate, MODEL, roundToBfloat16, roundToHalf, sample } from '../../examples/generate.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const EXAMPLE = path.join(ROOT, 'examples', 'generate.mjs');
@@ -70,6 +70,30 @@ for (const window of [0, 8]) {
     assert.match(stdout, /check: identical tokens with Q and K rotated in JavaScript and plain ma\.attention over the full K\/V \(6 of 6\)/);
   });
 }
+
+test('generate.mjs --dtype bfloat16 --check: the bfloat16 cache gives the tokens of plain attention over bfloat16-rounded K/V', async () => {
+  const { stdout } = await example('--tokens', '6', '--check', '--dtype', 'bfloat16');
+  assert.match(stdout, /KV cache: bfloat16, no window/);
+  assert.match(stdout, /check: identical tokens .* \(6 of 6\)/);
+});
+
+test('generate.mjs --dtype: a name outside the library\'s table is refused, naming the table\'s dtypes', async () => {
+  await assert.rejects(example('--tokens', '2', '--dtype', 'bf16'), (e) => {
+    assert.match(e.stderr, /--dtype must be one of float32, float16, .*bfloat16.*, given bf16/);
+    return true;
+  });
+});
+
+test('roundToBfloat16: nearest bfloat16, ties to even, NaN and infinities kept', () => {
+  const bits = (x) => new Uint32Array(new Float32Array([x]).buffer)[0];
+  const of = (u) => new Float32Array(new Uint32Array([u]).buffer)[0];
+  assert.equal(roundToBfloat16(1), 1);
+  assert.equal(bits(roundToBfloat16(of(0x3f808000))), 0x3f800000);  // tie, even below
+  assert.equal(bits(roundToBfloat16(of(0x3f818000))), 0x3f820000);  // tie, even above
+  assert.equal(bits(roundToBfloat16(of(0x3f808001))), 0x3f810000);  // above the tie
+  assert.equal(roundToBfloat16(Infinity), Infinity);
+  assert.ok(Number.isNaN(roundToBfloat16(NaN)));
+});
 
 test('generate(): the cache with fused RoPE agrees with rotating Q and K in JavaScript (cache without rope; full attention), on every build', async () => {
   const weights = buildWeights(7);
