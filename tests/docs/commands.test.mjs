@@ -16,6 +16,7 @@ import { delimiter, join } from 'node:path';
 import { after, test as nodeTest } from 'node:test';
 
 import { allBlocks, docFiles, examples, ROOT } from './blocks.mjs';
+import { findBuild } from '../../js/builds.js';
 
 const { blocks, problems } = allBlocks();
 const work = realpathSync(mkdtempSync(join(tmpdir(), 'maskattn-docs-')));
@@ -119,6 +120,9 @@ for (const file of docFiles()) {
   });
 }
 
+// The CMake flavour of the build with these features: its name in js/builds.js, "maskattn-" off.
+const flavour = (features) => findBuild(features).name.replace(/^maskattn-/, '');
+
 // The consumers of examples/embedding the docs built: each build folder whose source is it.
 function embeddingBuilds() {
   const source = join(checkout, 'examples/embedding');
@@ -173,10 +177,11 @@ test('the embedding consumers the docs built: each picked its flavour, carries i
   const seen = new Set();
   for (const b of builds.filter((x) => existsSync(join(x.dir, 'embedding_app.js')))) {
     const flags = /^CMAKE_CXX_FLAGS:STRING=(.*)$/m.exec(b.cache)?.[1] ?? '';
-    const expected = (/-mrelaxed-simd/.test(flags) ? 'relaxed' : 'simd128') + (/(^| )-pthread( |$)/.test(flags) ? '-threads' : '');
+    // The flavour is the build's name in js/builds.js (without "maskattn-"), picked by the flags.
+    const relaxed = /-mrelaxed-simd/.test(flags);
+    const expected = flavour({ simd: true, relaxed, threads: /(^| )-pthread( |$)/.test(flags) });
     const linked = /libmaskattn-([a-z0-9-]+)\.a/.exec(readFileSync(join(b.dir, 'build.ninja'), 'utf8'))?.[1];
     assert.equal(linked, expected, `${b.dir} (CMAKE_CXX_FLAGS '${flags}') links the ${expected} flavour`);
-    const relaxed = expected.startsWith('relaxed');
     const artifact = spawnSync('bash', [join(ROOT, 'tests/wasm/check_artifact.sh'), join(b.dir, 'embedding_app.wasm'), relaxed ? 'relaxed' : 'simd'], { encoding: 'utf8' });
     assert.equal(artifact.status, 0, `${b.dir}/embedding_app.wasm: ${artifact.stdout}${artifact.stderr}`);
     const out = run(['node', '--no-experimental-fetch', ...(relaxed ? ['--experimental-wasm-relaxed-simd'] : []), join(b.dir, 'embedding_app.js')], `${b.dir}/embedding_app.js`);
@@ -184,7 +189,9 @@ test('the embedding consumers the docs built: each picked its flavour, carries i
     console.log(`${expected}: ${out.trim().split('\n').length} lines match the native program (largest difference ${worst.toExponential(2)})`);
     seen.add(expected);
   }
-  assert.deepEqual([...seen].sort(), ['relaxed', 'simd128', 'simd128-threads'], 'the docs build the simd128, relaxed and simd128-threads consumers');
+  const built = [{ relaxed: false, threads: false }, { relaxed: true, threads: false }, { relaxed: false, threads: true }]
+    .map((f) => flavour({ simd: true, ...f }));
+  assert.deepEqual([...seen].sort(), built.sort(), `the docs build the ${built.join(', ')} consumers`);
 });
 
 test('the relaxed flavour configured without the npm packages: a warning, not an error', () => {
