@@ -3,10 +3,14 @@
 # native target, both kernels, against the float64 reference) and runs it for a bounded time on the
 # seed corpus tests/fuzz/corpus plus what earlier runs found (build/fuzz/corpus).
 #   scripts/fuzz.sh [seconds]      default 120; findings are written to build/fuzz/findings/
-# The seed is fixed (MASKATTN_FUZZ_SEED, default 1) so that the test command's bounded run explores
-# the same inputs on every machine and a CI run is never red by the luck of a draw;
-# MASKATTN_FUZZ_SEED=0 lets libFuzzer pick one (longer exploratory runs). MASKATTN_FUZZ_DIR names
-# the build folder (default build/fuzz; builds in parallel each need their own).
+# One fuzzing process per core (MASKATTN_FUZZ_WORKERS, default nproc), each for that many seconds,
+# all adding to the same corpus folder: the harness is single-threaded, so on 2 cores a minute
+# runs as many inputs as two minutes of one process.
+# The seeds are fixed (MASKATTN_FUZZ_SEED, default 1; worker w takes seed + w) so that the test
+# command's bounded run explores the same inputs on every machine with the same core count, and a
+# CI run is never red by the luck of a draw; MASKATTN_FUZZ_SEED=0 lets libFuzzer pick each one
+# (longer exploratory runs). MASKATTN_FUZZ_DIR names the build folder (default build/fuzz; builds
+# in parallel each need their own).
 # Exit status 0 when the run ends with no finding. Replay a finding with
 #   MASKATTN_FUZZ_PRINT=1 build/fuzz/maskattn_fuzz build/fuzz/findings/crash-...
 set -euo pipefail
@@ -24,12 +28,23 @@ mkdir -p "$dir/corpus" "$dir/findings"
 # Known findings (tests/fuzz/ubsan.supp) are skipped; anything else halts the run.
 export UBSAN_OPTIONS="suppressions=$PWD/tests/fuzz/ubsan.supp:halt_on_error=1:print_stacktrace=1"
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1"
-log="$dir/last-run.log"
+workers=${MASKATTN_FUZZ_WORKERS:-$(nproc)}
+base_seed=${MASKATTN_FUZZ_SEED:-1}
+pids=() logs=()
+for ((w = 0; w < workers; ++w)); do
+  seed=$([ "$base_seed" = 0 ] && echo 0 || echo $((base_seed + w)))
+  log="$dir/last-run-$w.log"
+  logs+=("$log")
+  "$dir/maskattn_fuzz" -seed="$seed" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="$dir/findings/" "$dir/corpus" tests/fuzz/corpus >"$log" 2>&1 &
+  pids+=($!)
+done
 status=0
-"$dir/maskattn_fuzz" -seed="${MASKATTN_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
-  -artifact_prefix="$dir/findings/" "$dir/corpus" tests/fuzz/corpus >"$log" 2>&1 || status=$?
-grep -E "maskattn fuzz finding|case:|ERROR:|runtime error|SUMMARY" "$log" | head -20 || true
-execs=$(grep -Eo 'stat::number_of_executed_units: [0-9]+' "$log" | awk '{print $2}')
-cov=$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1 | grep -Eo 'cov: [0-9]+ ft: [0-9]+' || true)
-echo "fuzz: ${execs:-?} executions in ${seconds} s, ${cov:-coverage unknown}, corpus $(ls "$dir/corpus" | wc -l) units, status $status"
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+for log in "${logs[@]}"; do
+  grep -E "maskattn fuzz finding|case:|ERROR:|runtime error|SUMMARY" "$log" | head -20 || true
+done
+execs=$(cat "${logs[@]}" | grep -Eo 'stat::number_of_executed_units: [0-9]+' | awk '{s += $2} END {print s + 0}')
+cov=$(grep -hE '^#[0-9]+.*cov: ' "${logs[@]}" | grep -Eo 'cov: [0-9]+ ft: [0-9]+' | sort -t' ' -k2,2n | tail -1 || true)
+echo "fuzz: $execs executions by $workers processes in ${seconds} s, best ${cov:-coverage unknown}, corpus $(ls "$dir/corpus" | wc -l) units, status $status"
 exit "$status"
