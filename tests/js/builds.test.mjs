@@ -36,6 +36,27 @@ async function rejects(promise, Type, argument) {
   return error;
 }
 
+// ------------------------------------------------------------------------------------ the shipped .wasm files
+
+// Each shipped module is what its row says (tests/wasm/check_artifact.sh reads its wasm2wat text): no
+// SIMD instruction at all in the scalar build (engines without SIMD128 must validate it), a SIMD128
+// kernel in the others, fused multiply-adds in the relaxed ones. This is the scalar build's only
+// check of its own kind: its C++ suites run in the SIMD128 build, whose other objects have its flags.
+test('the dist/ modules: scalar has no SIMD instruction, the SIMD builds a SIMD128 kernel, the relaxed ones relaxed_madd', () => {
+  const check = fileURLToPath(new URL('../wasm/check_artifact.sh', import.meta.url));
+  for (const b of TABLE) {
+    const wasm = fileURLToPath(new URL(`../../dist/${b.name}.wasm`, import.meta.url));
+    const mode = !b.simd ? 'scalar' : b.relaxed ? 'relaxed' : 'simd';
+    let out;
+    try {
+      out = execFileSync('bash', [check, wasm, mode], { encoding: 'utf8' });
+    } catch (e) {
+      assert.fail(`${b.name} (${mode}): ${e.stdout}${e.stderr}`);
+    }
+    assert.match(out, /PASS/, b.name);
+  }
+});
+
 // ------------------------------------------------------------------------------------ choosing a build
 
 test('the table of builds (js/builds.js): names, flags, URLs and files agree; the types and docs name every build', () => {
