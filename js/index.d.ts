@@ -16,7 +16,11 @@ export interface Backend {
   readonly simd: boolean;
   /** Whether its kernel uses relaxed SIMD (fused multiply-add, f32x4.relaxed_madd). */
   readonly relaxed: boolean;
-  /** The kernel: 'simd128' or 'scalar'. */
+  /**
+   * The kernel target running the attention: 'simd128' or 'scalar', maskattn's C++ name for it
+   * (`target_name()`, docs/cpp.md). Not the build: the relaxed and threaded builds run 'simd128'
+   * too; `build` names the build.
+   */
   readonly arch: string;
   /** Float lanes per vector (4 for SIMD128, 1 for scalar). */
   readonly lanes: number;
@@ -32,7 +36,10 @@ export interface Backend {
   readonly quantDot: 'relaxed-i8' | 'relaxed-i8-i16x8' | 'i16' | 'scalar';
   /** Most threads a call may use: the threaded build's worker pool plus the calling thread; 1 otherwise. */
   readonly threads: number;
-  /** Which build was loaded. */
+  /**
+   * Which build was loaded (a row of the package's build table). Without "maskattn-" it is also the
+   * CMake flavour of the same build of the C++ library (MASKATTN_WASM_FLAVOR, docs/embedding.md).
+   */
   readonly build: BuildName;
   readonly version: string;
 }
