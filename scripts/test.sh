@@ -141,8 +141,8 @@ done 3< <(node scripts/builds.mjs)
 [ "$independent_ran" = yes ] || run bash -c 'echo "test.sh: no WebAssembly build named simd ran the target-independent tests (js/builds.js)"; exit 1'
 
 # README.md's and docs/*.md's shell blocks as written, in a clean copy of the checkout with a user's
-# environment: the library installed natively and as the Emscripten package (simd128, relaxed,
-# simd128-threads), examples/embedding and the C++ quick start built against them with emcmake, run
+# environment: the library installed natively and as the Emscripten package (simd, simd-relaxed,
+# simd-threads), examples/embedding and the C++ quick start built against them with emcmake, run
 # under Node and checked against the native program; every block run or marked not run.
 step "the docs' commands as written (tests/docs/commands.test.mjs), the Emscripten package's consumers against native"
 run bash -c 'node --test --test-reporter=spec tests/docs/commands.test.mjs 2>&1 | tee "$0"; s=${PIPESTATUS[0]}
