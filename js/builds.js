@@ -12,7 +12,9 @@
 //                    SIMD128, relaxed SIMD, shared memory + workers
 //   cmake            the configure flags (bindings/CMakeLists.txt names its module after them)
 //   ctest            scripts/test.sh runs the C++ suites on this build under Node ('bench': the
-//                    micro-kernel check too); false: covered by the JS suites only
+//                    micro-kernel check too; 'threaded': only the test files that run threads,
+//                    the rest being the same code as another build's); false: covered by the JS
+//                    suites only
 //   urls()           its files as `new URL('literal', import.meta.url)`: bundlers (Vite, webpack)
 //                    find and emit only URLs written out like this, so the literals stay here.
 //                    Threaded builds add the browser worker script (?no-inline: Vite would
@@ -37,7 +39,9 @@ export const BUILDS = Object.freeze([
   },
   {
     name: 'maskattn-simd-threads', simd: true, relaxed: false, threads: true,
-    cmake: ['-DMASKATTN_WASM_SIMD=ON', '-DMASKATTN_WASM_RELAXED=OFF', '-DMASKATTN_WASM_THREADS=ON'], ctest: true,
+    // What it changes is threads: the kernels and everything else compile as in the SIMD128 build
+    // (plus atomics), whose suites run them.
+    cmake: ['-DMASKATTN_WASM_SIMD=ON', '-DMASKATTN_WASM_RELAXED=OFF', '-DMASKATTN_WASM_THREADS=ON'], ctest: 'threaded',
     urls: () => ({
       glue: new URL('../dist/maskattn-simd-threads.mjs', import.meta.url), wasm: new URL('../dist/maskattn-simd-threads.wasm', import.meta.url),
       worker: new URL('../dist/maskattn-simd-threads.worker.js?no-inline', import.meta.url),

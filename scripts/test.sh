@@ -85,13 +85,14 @@ step "sanitizer tests"
 # (gtest_host_executor, the threaded suites again through a host's pool, runs natively and under TSan.)
 run env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build/asan --output-on-failure -j2 -E 'installed_package_consumer|gtest_host_executor'
 
+# The test files that run threads (TSan's build, and the threaded WebAssembly build's).
+threaded_test_files="test_threads.cpp;test_executor.cpp;test_differential.cpp"
 # ThreadSanitizer: the tests that run threads (test_threads.cpp: concurrent callers on shared
 # inputs and a shared KV cache, thread-count invariance on every kernel; the target-parameterised
 # ThreadCount tests). The whole suite takes about 3.5 minutes under TSan on 2 cores; this subset
 # about one minute. Only the three files holding the filter's tests are compiled.
 step "native build with ThreadSanitizer (build/tsan)"
-run build build/tsan "${sanitizer_flags[@]}" -DMASKATTN_BUILD_EXAMPLES=OFF \
-  "-DMASKATTN_TEST_FILES=test_threads.cpp;test_executor.cpp;test_differential.cpp" \
+run build build/tsan "${sanitizer_flags[@]}" -DMASKATTN_BUILD_EXAMPLES=OFF "-DMASKATTN_TEST_FILES=$threaded_test_files" \
   "-DCMAKE_CXX_FLAGS=-fsanitize=thread -fno-omit-frame-pointer" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread"
 # The per-target thread-count tests for the last target the build holds (ctest's per-target entries
 # follow the table's order: the widest this CPU runs), on every kernel: the threading code is the
@@ -123,18 +124,20 @@ run ctest --test-dir build/aarch64 --output-on-failure -j2
 # builds of js/builds.js whose ctest column is set (bench: with the micro-kernel check).
 # simd-relaxed: emcc on clang-19 (f32x4.relaxed_madd); simd-threads: pthreads, the pool on workers.
 # The target-independent test files (tests/CMakeLists.txt: argument checks and API logic) are
-# compiled and run in the simd build only (its kernels are simd128 and the scalar one, whose objects
-# are the scalar build's); every build runs the rest.
+# compiled and run in the simd build only (its kernels are simd128 and the scalar one, compiled as
+# in the scalar build); a 'threaded' build compiles only the files that run threads; every other
+# build runs the rest.
 independent_ran=no
 while IFS=$'\t' read -r _ mode cmake_flags ctest _ _ <&3; do
   [ "$ctest" = no ] && continue
   read -ra flags <<<"$cmake_flags"
   bench=$([ "$ctest" = bench ] && echo ON || echo OFF)
   independent=$([ "$mode" = simd ] && echo ON || echo OFF)
+  test_files=$([ "$ctest" = threaded ] && echo "$threaded_test_files" || echo "")
   [ "$independent" = ON ] && independent_ran=yes
   step "WebAssembly build ($mode) with Emscripten"
   run build build/wasm-$mode -DCMAKE_BUILD_TYPE=Release "${flags[@]}" -DMASKATTN_BUILD_TESTS=ON -DMASKATTN_BUILD_EXAMPLES=ON \
-    -DMASKATTN_BUILD_BENCH=$bench -DMASKATTN_TESTS_TARGET_INDEPENDENT=$independent
+    -DMASKATTN_BUILD_BENCH=$bench -DMASKATTN_TESTS_TARGET_INDEPENDENT=$independent "-DMASKATTN_TEST_FILES=$test_files"
   step "WebAssembly tests ($mode) under Node"
   run ctest --test-dir build/wasm-$mode --output-on-failure -j2
 done 3< <(node scripts/builds.mjs)

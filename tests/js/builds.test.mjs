@@ -75,7 +75,8 @@ test('the table of builds (js/builds.js): names, flags, URLs and files agree; th
     assert.ok(Object.values(urls).every((u) => u.href.startsWith(new URL('dist/', root).href)), b.name);
     assert.deepEqual(named, buildFiles(b).filter((f) => !f.includes('.node.')), `${b.name}: URLs`);
     assert.equal(Boolean(urls.worker), b.threads);
-    assert.ok(['bench', true, false].includes(b.ctest));
+    assert.ok(['bench', 'threaded', true, false].includes(b.ctest));
+    assert.ok(b.ctest !== 'threaded' || b.threads, `${b.name}: only a threaded build runs the threaded suites alone`);
   }
   // index.d.ts cannot import the table: its BuildName must list the same names.
   const types = readFileSync(new URL('js/index.d.ts', root), 'utf8');
