@@ -222,7 +222,7 @@ struct KVCache::Impl {
     }
     s.lengths = lengths.data(); s.first = first.data();
     if (ring()) { s.sink_tokens = sinks(); s.ring = cap() - sinks(); s.window = cfg.window; }
-    if (rope) { s.rope = cfg.rope; s.rope_table = &*rope; }
+    if (rope) s.rope = &*rope;
   }
   // What attend() reads: the layout with the longest sequence as Lk.
   detail::KeySource key_source() const {

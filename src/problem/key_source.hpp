@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <optional>
 
 #include "maskattn/maskattn.hpp"
 
@@ -63,9 +62,9 @@ struct KeySource {
   // A sliding-window ring: `window` positions visible per query; ring slots after the
   // `sink_tokens` fixed ones.
   int64_t window = 0, ring = 0;
-  // Keys stored rotated by this RoPE (queries turn at their positions; `rope_table` its frequencies).
-  std::optional<Rope> rope;
-  const RopeRotation* rope_table = nullptr;
+  // Keys stored rotated by this RoPE (its Rope and frequencies, made once): the queries turn at their
+  // positions.
+  const RopeRotation* rope = nullptr;
   // A cache's semantics: per-sequence lengths, the `uniform` policy averaging only held positions.
   bool is_cache() const { return lengths != nullptr; }
 

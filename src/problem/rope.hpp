@@ -266,6 +266,7 @@ class RopeRotation {
       for (int64_t d = dims; d < D; ++d) out[d] = in[d];
   }
   int64_t offset() const { return rope_.offset; }
+  const Rope& rope() const { return rope_; }
 
  private:
   Rope rope_;
@@ -313,11 +314,11 @@ void rope_copy(const Rope& r, const float* src, int64_t sb, int64_t sh, int64_t 
 // Before the kernels run: Q (and K when p.rope_keys) replaced by rotated contiguous copies held in
 // the given buffers (O(Lq·D) work per head; K, in attention() only, O(Lk·D)), and p.rope cleared.
 // The buffers are left uninitialised (every element is written): no pass to zero them. A cache's
-// frequencies (p.kv.rope_table) are reused: no pow per call.
+// frequencies (p.kv.rope) are reused: no pow per call.
 inline void apply_rope(Problem& p, std::unique_ptr<float[]>& q_buf, std::unique_ptr<float[]>& k_buf) {
   if (!p.rope) return;
   const Rope r = *p.rope;
-  const RopeRotation* proto = p.kv.rope_table;
+  const RopeRotation* proto = p.kv.rope;
   p.rope.reset();
   if (p.B > 0 && p.Hq > 0 && p.Lq > 0 && p.D > 0) {
     q_buf.reset(new float[size_t(p.B * p.Hq * p.Lq * p.D)]);

@@ -386,7 +386,7 @@ RopeRules check_rope_rules(const Options& o, const ProblemShape& s) {
     r.rope = check_rope(*o.rope, s.D, "rope");
     r.rope_keys = true;  // query i at Lk - Lq + i (bottom-right: the last query row at the last key)
   } else if (s.kv.rope) {  // a cache's keys are stored rotated: only the queries turn, each at its own position
-    r.rope = s.kv.rope;
+    r.rope = s.kv.rope->rope();
     r.rope_q_ends = s.kv.lengths;
   }
   return r;
