@@ -10,7 +10,7 @@
 //   simd, relaxed, threads
 //                    what it needs of the engine, and what init() selects it by (js/load.js):
 //                    SIMD128, relaxed SIMD, shared memory + workers
-//   cmake            the configure flags (bindings/CMakeLists.txt names its module after them)
+//   cmake            the configure flags (cmake/maskattnWasmBuild.cmake names the build after them)
 //   ctest            scripts/test.sh runs the C++ suites on this build under Node ('bench': the
 //                    micro-kernel check too; 'threaded': only the test files that run threads,
 //                    the rest being the same code as another build's); false: covered by the JS

@@ -24,7 +24,7 @@ for build in $builds; do
   # growth; js/load.js (trackSharedMemory) makes the HEAP views follow the memory.
   cmake --build "$dir" -j2 --target "${targets[@]}" 2>&1 | { grep -v -e 'USE_PTHREADS + ALLOW_MEMORY_GROWTH' -e '^\[' || true; }
   out=$dir/bindings
-  [ -f "$out/$name.mjs" ] || { echo "build-wasm.sh: $out/$name.mjs missing: bindings/CMakeLists.txt names the module after the flags; js/builds.js's name must match" >&2; exit 1; }
+  [ -f "$out/$name.mjs" ] || { echo "build-wasm.sh: $out/$name.mjs missing: cmake/maskattnWasmBuild.cmake names the build after the flags; js/builds.js's name must match" >&2; exit 1; }
   if [ "$threads" = yes ]; then
     # One .wasm for both glues: they come from the same objects and settings.
     cmp -s "$out/$name.wasm" "$out/$name.node.wasm" || { echo "build-wasm.sh: $name: the Node glue's .wasm differs from the browser's" >&2; exit 1; }

@@ -64,7 +64,7 @@ test('the table of builds (js/builds.js): names, flags, URLs and files agree; th
   assert.equal(new Set(TABLE.map((b) => `${b.simd}/${b.relaxed}/${b.threads}`)).size, TABLE.length, 'one build per set of features');
   for (const b of TABLE) {
     assert.equal(findBuild(b), b);
-    // bindings/CMakeLists.txt names the module after its flags: this is its rule.
+    // CMake names the build after its flags (cmake/maskattnWasmBuild.cmake): this is its rule.
     assert.equal(b.name, `maskattn-${b.simd ? 'simd' : 'scalar'}${b.relaxed ? '-relaxed' : ''}${b.threads ? '-threads' : ''}`);
     const on = (flag) => b.cmake.includes(`-DMASKATTN_WASM_${flag}=ON`);
     assert.deepEqual([on('SIMD'), on('RELAXED'), on('THREADS')], [b.simd, b.relaxed, b.threads], `${b.name}: CMake flags`);
