@@ -488,6 +488,94 @@ TEST_P(KVCacheTest, AppendPastCapacityChangesNothing) {
   EXPECT_EQ(before, after) << "nothing was written, not even to sequence 1, which had room";
 }
 
+// Every float16 and bfloat16 value as a V element, through each target's conversion of a 16-bit
+// V row (SIMD128 has a short one that leaves exponent 31 to a second pass): the scores of a KV
+// head's query heads pick one key (0 against -2^40: weights exactly 1 and 0), so their output rows
+// are that key's V row, exactly: infinities, NaN, subnormals and the largest values included. (The
+// other keys' V rows are 0: a weight 0 meeting an infinity would make NaN.) GQA 8/2 with D = 128:
+// the rows go 8 values per load, 4 query rows per K and V row.
+TEST_P(KVCacheTest, EverySixteenBitValueReadsBackThroughPV) {
+  constexpr int64_t B = 16, Hkv = 2, G = 4, Hq = Hkv * G, L = 64, D = 128;
+  auto key_of = [](int64_t kv) { return kv % 4 * 16 + 5; };  // the key the heads of KV head kv pick
+  for (KVType dtype : {KVType::float16, KVType::bfloat16}) {
+    SCOPED_TRACE(maskattn::kv_type_name(dtype));
+    auto value = [&](uint16_t bits) { return dtype == KVType::float16 ? half_value(bits) : double(bf16_value(bits)); };
+    const uint16_t zero = 0, minus_one = dtype == KVType::float16 ? 0xbc00 : 0xbf80;
+    KVCacheConfig cfg;
+    cfg.batch = B; cfg.kv_heads = Hkv; cfg.capacity = L; cfg.head_dim = D; cfg.dtype = dtype;
+    // Key j is -1 but in column j: q = 2^40 e_m scores key m 0 and every other key -2^40.
+    std::vector<uint16_t> k(B * Hkv * L * D);
+    for (int64_t r = 0; r < B * Hkv * L; ++r)
+      for (int64_t c = 0; c < D; ++c) k[r * D + c] = c == r % L ? zero : minus_one;
+    std::vector<float> q(B * Hq * D, 0.0f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hq; ++h) q[(b * Hq + h) * D + key_of(b * Hkv + h / G)] = 0x1p40f;
+    maskattn::Options o = options();
+    o.scale = 1.0f;
+    for (uint32_t base = 0; base < 0x10000; base += B * Hkv * D) {
+      std::vector<uint16_t> v(k.size(), zero);
+      for (int64_t kv = 0; kv < B * Hkv; ++kv)
+        for (int64_t c = 0; c < D; ++c) v[(kv * L + key_of(kv)) * D + c] = uint16_t(base + kv * D + c);
+      KVCache cache(cfg);
+      cache.append(maskattn::bhld<const uint16_t>(k.data(), B, Hkv, L, D), maskattn::bhld<const uint16_t>(v.data(), B, Hkv, L, D));
+      std::vector<float> out(q.size());
+      cache.attend(maskattn::bhld(q.data(), B, Hq, 1, D), maskattn::bhld(out.data(), B, Hq, 1, D), o);
+      for (int64_t i = 0; i < B * Hq * D; ++i) {
+        const uint16_t bits = uint16_t(base + (i / (G * D)) * D + i % D);  // query head i / D of KV head i / (G * D)
+        const double want = value(bits);
+        if (std::isnan(want)) ASSERT_TRUE(std::isnan(out[i])) << std::hex << "value bits " << bits << ": " << out[i];
+        else ASSERT_EQ(double(out[i]), want) << std::hex << "value bits " << bits;
+      }
+    }
+  }
+}
+
+// The same for float16 keys, through Q·Kᵀ: every half of exponent 31 or 0 (infinities, NaN,
+// subnormals, zeros) and every 61st other one as key 0's element in one column (the others 0), the
+// query 1 there: key 0 scores 2^24 times the half (subnormals become the integers 1..1023) against
+// 7 keys scoring 0, and V is 1 for key 0, 0 for the rest: the output is key 0's weight,
+// 1 / (1 + 7 e^-s), NaN for a NaN or +infinity score, 0 for -infinity.
+TEST_P(KVCacheTest, SpecialAndSubnormalHalvesScoreAsTheirValue) {
+  constexpr int64_t B = 8, Hkv = 2, G = 4, Hq = Hkv * G, L = 8, D = 128;
+  std::vector<uint16_t> halves;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint32_t e = (h >> 10) & 0x1f;
+    if (e == 31 || e == 0 || h % 61 == 0) halves.push_back(uint16_t(h));
+  }
+  KVCacheConfig cfg;
+  cfg.batch = B; cfg.kv_heads = Hkv; cfg.capacity = L; cfg.head_dim = D; cfg.dtype = KVType::float16;
+  maskattn::Options o = options();
+  o.scale = 0x1p24f;
+  auto column_of = [](int64_t kv) { return kv * 37 % D; };  // a different load and lane per sequence and head
+  std::vector<uint16_t> v(B * Hkv * L * D, 0);
+  for (int64_t kv = 0; kv < B * Hkv; ++kv)
+    for (int64_t c = 0; c < D; ++c) v[kv * L * D + c] = 0x3c00;  // key 0: 1.0
+  std::vector<float> q(B * Hq * D, 0.0f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) q[(b * Hq + h) * D + column_of(b * Hkv + h / G)] = 1.0f;
+  for (size_t first = 0; first < halves.size(); first += B * Hkv) {
+    std::vector<uint16_t> k(v.size(), 0);
+    for (int64_t kv = 0; kv < B * Hkv; ++kv)
+      k[kv * L * D + column_of(kv)] = halves[std::min(halves.size() - 1, first + size_t(kv))];
+    KVCache cache(cfg);
+    cache.append(maskattn::bhld<const uint16_t>(k.data(), B, Hkv, L, D), maskattn::bhld<const uint16_t>(v.data(), B, Hkv, L, D));
+    std::vector<float> out(q.size());
+    cache.attend(maskattn::bhld(q.data(), B, Hq, 1, D), maskattn::bhld(out.data(), B, Hq, 1, D), o);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kv = b * Hkv + h / G;
+        const uint16_t bits = k[kv * L * D + column_of(kv)];
+        const double s = 0x1p24 * half_value(bits);
+        const double want = std::isnan(s) || s == INFINITY ? NAN : 1.0 / (1.0 + 7.0 * std::exp(-s));
+        for (int64_t c = 0; c < D; ++c) {
+          const float got = out[(b * Hq + h) * D + c];
+          if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << std::hex << "key bits " << bits << ": " << got;
+          else ASSERT_NEAR(got, want, 1e-6) << std::hex << "key bits " << bits;
+        }
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, KVCacheTest, ::testing::ValuesIn(maskattn_test::kernel_target_params()),
                          maskattn_test::TargetParamName());
 
