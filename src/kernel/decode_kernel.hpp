@@ -49,6 +49,17 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
+// f, read back through a volatile: a call through it stays a call (WebAssembly only: the decode
+// kernel's register blocks). Emscripten's binaryen inlines a function with one caller whatever its
+// noinline says, and the 16-bit dtypes' blocks have one each: inlined into the decode task's one
+// large function, V8 kept their loops' constants and accumulators on the stack (SIMD128, Zen 3:
+// the MHA bfloat16 step 5.4-5.5 ms inlined, 3.2-3.6 ms out of line).
+template <class F>
+MASKATTN_DISPATCH_INLINE inline F out_of_line(F f) {
+  F volatile kept = f;
+  return kept;
+}
+
 template <class Arch>
 class DecodeAttention {
   using S = Simd<Arch>;
@@ -324,10 +335,26 @@ class DecodeAttention {
     }
     for (int f = 0; f < nf;) {
       const int left = nf - f;
-      if (left >= 4) { pv_rows<4>(full + f, active, s, v, int(n), ahead, o); f += 4; }
-      else if (left >= 2) { pv_rows<2>(full + f, active, s, v, int(n), ahead, o); f += 2; }
-      else { pv_rows<1>(full + f, active, s, v, int(n), ahead, o); f += 1; }
+      if (left >= 4) { pv_rows_call<4>(full + f, active, s, v, int(n), ahead, o); f += 4; }
+      else if (left >= 2) { pv_rows_call<2>(full + f, active, s, v, int(n), ahead, o); f += 2; }
+      else { pv_rows_call<1>(full + f, active, s, v, int(n), ahead, o); f += 1; }
     }
+  }
+
+  // pv_rows through out_of_line (a static function: pv_rows has two overloads to take the address of).
+  template <int R, class VRows>
+  MASKATTN_DISPATCH_INLINE void pv_rows_call(const int* which, const int* active, const float* s, VRows v, int n,
+                                             int64_t ahead, float* o) const {
+#if defined(__wasm__)
+    out_of_line(&pv_rows_entry<R, VRows>)(this, which, active, s, v, n, ahead, o);
+#else
+    pv_rows<R>(which, active, s, v, n, ahead, o);
+#endif
+  }
+  template <int R, class VRows>
+  static void pv_rows_entry(const DecodeAttention* self, const int* which, const int* active, const float* s, VRows v,
+                            int n, int64_t ahead, float* o) {
+    self->pv_rows<R>(which, active, s, v, n, ahead, o);
   }
 
   // ---------------------------------------------------------------- Q·Kᵀ
@@ -337,15 +364,25 @@ class DecodeAttention {
   template <class T>
   void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, float* s) const {
     if constexpr (W == 1) {
-      qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
+      qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
     } else {
       // Widest row block that the rows fill; larger groups go in blocks of W / 2 rows (2 keys).
-      if (n_rows == 1) qk_block<1>(qrows, n_rows, k, n, kt, ahead, s);
+      if (n_rows == 1) qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
       // (In order, 4 rows fit 4 lanes' registers: each K row is read, and converted, once for 4 rows.)
-      else if (n_rows == 2 || (W == 4 && !kInOrderRows)) qk_block<2>(qrows, n_rows, k, n, kt, ahead, s);
-      else if (n_rows <= 4 || W == 8) qk_block<4>(qrows, n_rows, k, n, kt, ahead, s);
-      else qk_block<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, s);
+      else if (n_rows == 2 || (W == 4 && !kInOrderRows)) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, s);
+      else if (n_rows <= 4 || W == 8) qk_block_call<4>(qrows, n_rows, k, n, kt, ahead, s);
+      else qk_block_call<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, s);
     }
+  }
+
+  template <int RB, class T>
+  MASKATTN_DISPATCH_INLINE void qk_block_call(const float* const* qrows, int n_rows, const T* k, int n, int kt,
+                                              int64_t ahead, float* s) const {
+#if defined(__wasm__)
+    (this->*out_of_line(&DecodeAttention::qk_block<RB, T>))(qrows, n_rows, k, n, kt, ahead, s);
+#else
+    qk_block<RB>(qrows, n_rows, k, n, kt, ahead, s);
+#endif
   }
 
   template <int RB, class T>
@@ -389,29 +426,11 @@ class DecodeAttention {
     }
   }
 
-  // One key row against RB query rows, the row read front to back (in-order mode): acc[r * KB]
-  // receives q_r · k. Two partial sums per row keep two add chains in flight where RB is small.
+  // One key row against RB query rows, read front to back (in-order mode; kernel/decode_in_order.hpp).
   template <int RB, int KB, class T>
-  MASKATTN_DISPATCH_INLINE void dot_in_order(const float* const* q, const T* kr, int64_t d_vec, V* acc) const {
-    constexpr int P = RB <= 2 ? 2 : 1;
-    V part[RB][P];
-    for (int r = 0; r < RB; ++r)
-      for (int x = 0; x < P; ++x) part[r][x] = S::splat(0.0f);
-    int64_t d = 0;
-    for (; d + P * W <= d_vec; d += P * W)
-      for (int x = 0; x < P; ++x) {
-        const V kv = S::load(kr + d + x * W);
-        for (int r = 0; r < RB; ++r) part[r][x] = S::fma(S::load(q[r] + d + x * W), kv, part[r][x]);
-      }
-    for (; d < d_vec; d += W) {
-      const V kv = S::load(kr + d);
-      for (int r = 0; r < RB; ++r) part[r][0] = S::fma(S::load(q[r] + d), kv, part[r][0]);
-    }
-    for (int r = 0; r < RB; ++r) {
-      acc[r * KB] = part[r][0];
-      for (int x = 1; x < P; ++x) acc[r * KB] = acc[r * KB] + part[r][x];
-    }
-  }
+  MASKATTN_DISPATCH_INLINE void dot_in_order(const float* const* q, const T* kr, int64_t d_vec, V* acc) const;
+  template <int RB, int KB, class T>
+  MASKATTN_DISPATCH_INLINE bool dot_in_order8(const float* const* q, const T* kr, int64_t d_vec, V* acc) const;
 
   // Quantized keys: the same register blocking over QuantDot's float lanes (L), integer dots per block.
   using FS = Simd<typename QD::FArch>;
@@ -540,23 +559,12 @@ class DecodeAttention {
       }
   }
 
-  // In-order mode: each V row read once, front to back, added to the R output rows where they are
-  // (in L1): a load and a store of the output per vector, but one stream the hardware follows.
+  // Each V row read once, front to back, into the output rows (in-order mode; kernel/decode_in_order.hpp).
   template <int R, class T>
   void pv_in_order(const float* const* prow, float* const* orow, const T* v, int64_t vs, int n, int64_t dv_vec,
-                   int64_t ahead) const {
-    const int64_t pf = prefetch_keys(v_row_bytes_);
-    for (int j = 0; j < n; ++j) {
-      if (kSoftwarePrefetch && j + pf < ahead) prefetch_bytes(v + (j + pf) * vs, v_row_bytes_);
-      const T* vr = v + j * vs;
-      V pj[R];
-      for (int r = 0; r < R; ++r) pj[r] = S::splat(prow[r][j]);
-      for (int64_t c = 0; c < dv_vec; c += W) {
-        const V vv = S::load(vr + c);
-        for (int r = 0; r < R; ++r) S::store(orow[r] + c, S::fma(pj[r], vv, S::load(orow[r] + c)));
-      }
-    }
-  }
+                   int64_t ahead) const;
+  template <int R, int K, class T>
+  void pv_keys8(const float* const* prow, float* const* orow, const T* vr, int64_t vs, int j, int64_t dv_vec) const;
 
   // `ahead` > 0: the first pass over the tile also prefetches V rows that far ahead.
   template <int R, int C, class T>
@@ -685,4 +693,5 @@ class DecodeAttention {
 }  // namespace MASKATTN_KERNEL_NS
 }  // namespace maskattn::detail
 
+#include "kernel/decode_in_order.hpp"  // K and V rows read in order, defined out of the class
 #include "kernel/decode_pv_quant.hpp"  // P·V of quantized V, defined out of the class

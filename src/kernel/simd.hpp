@@ -133,6 +133,8 @@ struct SimdBatch {
   using M = xsimd::batch_bool<float, Arch>;
   using I = xsimd::batch<int32_t, Arch>;
   static constexpr int W = int(V::size);
+  // Whether the target has load8 (8 16-bit values per load, kernel/simd/wasm.hpp); the others load W.
+  static constexpr bool kLoads8 = false;
 
   static V load(const float* p) { return V::load_unaligned(p); }
   static void store(float* p, const V& x) { x.store_unaligned(p); }
@@ -244,6 +246,7 @@ struct Simd<ScalarArch> {
   using I = int32_t;
   static constexpr int W = 1;
   static constexpr int kRegisters = 16;
+  static constexpr bool kLoads8 = false;
 
   static V load(const float* p) { return *p; }
   static void store(float* p, V x) { *p = x; }

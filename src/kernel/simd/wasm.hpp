@@ -70,6 +70,40 @@ struct Simd : SimdBatch<Arch, Simd<Arch>> {
 
   static V load(const uint16_t* p) { return B::from_half_bits(I(sse::halves4(p))); }
   static V load(const Bf16* p) { return V(sse::bf16s4(reinterpret_cast<const uint16_t*>(p))); }
+
+  // A row of 16-bit values 8 at a time: one 128-bit load becomes two float vectors (the decode
+  // kernel's in-order rows, kernel/decode_in_order.hpp). Halves take a short form, exact for every
+  // half but those of exponent 31 (infinity, NaN), which it reads as finite values of 2^16 and
+  // above; `seen` collects whether any came by, and the caller then takes load()'s exact conversion
+  // for what they touched. load() is ten SIMD128 operations per 4 halves; this is four, plus two
+  // per 8 for the check.
+  static constexpr bool kLoads8 = true;
+  using Seen = v128_t;
+  static Seen seen_none() { return wasm_i16x8_splat(0); }
+  static bool any_exponent31(const Seen& seen) {
+    // Each lane holds the largest half seen, with its sign bit set: 0xfc00 and above is exponent 31.
+    return wasm_v128_any_true(wasm_u16x8_gt(seen, wasm_i16x8_splat(int16_t(0xfbff))));
+  }
+  static void load8(const uint16_t* p, V* out, Seen& seen) {
+    const v128_t h = wasm_v128_load(p), zero = wasm_i16x8_splat(0);
+    seen = wasm_u16x8_max(seen, wasm_v128_or(h, wasm_i16x8_splat(int16_t(0x8000))));
+    // Each half in its int32 lane's upper 16 bits; an arithmetic shift by 3 puts its exponent and
+    // mantissa where a float's are (sign bit kept, copied into the three bits the and clears), and
+    // 2^112 rebiases the exponent from 15 to 127 (subnormal halves become subnormal floats first:
+    // exact too).
+    const v128_t mask = wasm_i32x4_splat(int32_t(0x8fffe000u));
+    const v128_t lo = wasm_i16x8_shuffle(zero, h, 0, 8, 1, 9, 2, 10, 3, 11);
+    const v128_t hi = wasm_i16x8_shuffle(zero, h, 4, 12, 5, 13, 6, 14, 7, 15);
+    const v128_t scale = wasm_f32x4_splat(0x1p112f);
+    out[0] = V(__m128(wasm_f32x4_mul(wasm_v128_and(wasm_i32x4_shr(lo, 3), mask), scale)));
+    out[1] = V(__m128(wasm_f32x4_mul(wasm_v128_and(wasm_i32x4_shr(hi, 3), mask), scale)));
+  }
+  // bfloat16: one shuffle per 4 values, each in its float's upper half; exact for all, `seen` unused.
+  static void load8(const Bf16* p, V* out, Seen&) {
+    const v128_t b = wasm_v128_load(p), zero = wasm_i16x8_splat(0);
+    out[0] = V(__m128(wasm_i16x8_shuffle(zero, b, 0, 8, 1, 9, 2, 10, 3, 11)));
+    out[1] = V(__m128(wasm_i16x8_shuffle(zero, b, 4, 12, 5, 13, 6, 14, 7, 15)));
+  }
   static M bit_set(const I& w, int bit) { return M(sse::bit_set4(w, bit)); }
   static uint32_t lane_bits(const M& m) { return uint32_t(_mm_movemask_ps(m)); }
 #if defined(__wasm_relaxed_simd__)
