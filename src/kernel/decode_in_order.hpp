@@ -72,7 +72,7 @@ MASKATTN_DISPATCH_INLINE inline bool DecodeAttention<Arch>::dot_in_order8(const 
 // o[r] += p[r][j] v_j, each V row read once, front to back, into the R output rows where they are
 // (in L1): a load and a store of the output per vector, but one stream the hardware follows.
 // 16-bit rows with load8 go two at a time, so each output vector is loaded and stored once per two
-// rows (SIMD128, Zen 3: the GQA bfloat16 step 4.1 -> 3.3 ms, float16 5.2 -> 4.8).
+// rows (SIMD128, Zen 3: the GQA bfloat16 step 4.1-4.2 -> 3.3-3.4 ms, float16 5.1-5.2 -> 4.7-4.9).
 template <class Arch>
 template <int R, class T>
 inline void DecodeAttention<Arch>::pv_in_order(const float* const* prow, float* const* orow, const T* v, int64_t vs,
