@@ -23,6 +23,7 @@
 #pragma once
 
 #include "base/arch_namespace.hpp"
+#include "base/compiler.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -40,20 +41,13 @@
 #include "problem/row_keys.hpp"
 
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#define MASKATTN_OUTLINED_X86 __attribute__((noinline))
-#else
-#define MASKATTN_OUTLINED_X86
-#endif
-
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-// f, read back through a volatile: a call through it stays a call (WebAssembly only: the decode
-// kernel's register blocks). Emscripten's binaryen inlines a function with one caller whatever its
-// noinline says, and the 16-bit dtypes' blocks have one each: inlined into the decode task's one
-// large function, V8 kept their loops' constants and accumulators on the stack (SIMD128, Zen 3:
-// the MHA bfloat16 step 5.4-5.5 ms inlined, 3.2-3.6 ms out of line).
+// f, read back through a volatile: a call through it stays a call (where kCallsThroughOpaquePointers:
+// the decode kernel's register blocks). The 16-bit dtypes' blocks have one caller each: inlined into
+// the decode task's one large function, V8 kept their loops' constants and accumulators on the
+// stack (SIMD128, Zen 3: the MHA bfloat16 step 5.4-5.5 ms inlined, 3.2-3.6 ms out of line).
 template <class F>
 MASKATTN_DISPATCH_INLINE inline F out_of_line(F f) {
   F volatile kept = f;
@@ -345,11 +339,8 @@ class DecodeAttention {
   template <int R, class VRows>
   MASKATTN_DISPATCH_INLINE void pv_rows_call(const int* which, const int* active, const float* s, VRows v, int n,
                                              int64_t ahead, float* o) const {
-#if defined(__wasm__)
-    out_of_line(&pv_rows_entry<R, VRows>)(this, which, active, s, v, n, ahead, o);
-#else
-    pv_rows<R>(which, active, s, v, n, ahead, o);
-#endif
+    if constexpr (kCallsThroughOpaquePointers) out_of_line(&pv_rows_entry<R, VRows>)(this, which, active, s, v, n, ahead, o);
+    else pv_rows<R>(which, active, s, v, n, ahead, o);
   }
   template <int R, class VRows>
   static void pv_rows_entry(const DecodeAttention* self, const int* which, const int* active, const float* s, VRows v,
@@ -378,15 +369,12 @@ class DecodeAttention {
   template <int RB, class T>
   MASKATTN_DISPATCH_INLINE void qk_block_call(const float* const* qrows, int n_rows, const T* k, int n, int kt,
                                               int64_t ahead, float* s) const {
-#if defined(__wasm__)
-    (this->*out_of_line(&DecodeAttention::qk_block<RB, T>))(qrows, n_rows, k, n, kt, ahead, s);
-#else
-    qk_block<RB>(qrows, n_rows, k, n, kt, ahead, s);
-#endif
+    if constexpr (kCallsThroughOpaquePointers) (this->*out_of_line(&DecodeAttention::qk_block<RB, T>))(qrows, n_rows, k, n, kt, ahead, s);
+    else qk_block<RB>(qrows, n_rows, k, n, kt, ahead, s);
   }
 
   template <int RB, class T>
-  MASKATTN_NOINLINE void qk_block(const float* const* qrows, int n_rows, const T* k, int n, int kt,
+  MASKATTN_NOINLINE_WASM void qk_block(const float* const* qrows, int n_rows, const T* k, int n, int kt,
                                   int64_t ahead, float* s) const {
     constexpr int KB = W / RB;
     static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
@@ -473,7 +461,7 @@ class DecodeAttention {
   // the block loop unrolls and each row's query blocks are loaded once per register block, not per
   // key (measured: the MHA q4 decode step 0.87 -> 0.47 ms with L3-resident data, Zen 5, 1 thread).
   template <int RB, class KTraits>
-  MASKATTN_NOINLINE void qk_block_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
+  MASKATTN_NOINLINE_WASM void qk_block_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
                                         int64_t ahead, float* s) const {
     if (nb_ == 4) qk_block_quant_nb<RB, KTraits, 4>(qq, n_rows, k, n, kt, ahead, s);
     else qk_block_quant_nb<RB, KTraits, 0>(qq, n_rows, k, n, kt, ahead, s);
@@ -512,9 +500,7 @@ class DecodeAttention {
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
         // Unrolled: the KB accumulators stay in registers (measured: as a loop they round-trip the stack).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC unroll 16
-#endif
+        MASKATTN_UNROLL_16
         for (int c = 0; c < KB; ++c) {
           const uint8_t* kr = k + std::min(j + c, n - 1) * ks;
           QuantDotOf<QD, KTraits::kType>::template dot<RB>(q, kr, reinterpret_cast<const float*>(kr + scales_at), nb, acc + c, KB);
@@ -531,7 +517,7 @@ class DecodeAttention {
   // o[row] += sum_j p[row][j] v_j over the n keys of the tile, for R rows (indices into the active
   // list) at once: each V row is loaded once per pass and used by every row.
   template <int R, class T>
-  MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, const T* v, int n,
+  MASKATTN_NOINLINE_WASM void pv_rows(const int* which, const int* active, const float* s, const T* v, int n,
                                  int64_t ahead, float* o) const {
     const float* prow[R];
     float* orow[R];
@@ -627,7 +613,7 @@ class DecodeAttention {
   }
 
   template <int R, class QRows>
-  MASKATTN_NOINLINE void pv_rows(const int* which, const int* active, const float* s, QRows v, int n, int64_t ahead,
+  MASKATTN_NOINLINE_WASM void pv_rows(const int* which, const int* active, const float* s, QRows v, int n, int64_t ahead,
                                  float* o) const {
     const float* prow[R];
     float* orow[R];
@@ -686,7 +672,7 @@ class DecodeAttention {
   template <int R, int NGF, class QRows, class Use>
   void pv_fixed(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0, int64_t ahead, Use&& use) const;
   template <int R, int NG, class QRows, class Use>
-  MASKATTN_OUTLINED_X86 void pv_quant_groups(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0,
+  MASKATTN_NOINLINE_X86 void pv_quant_groups(const float* const* prow, float* const* orow, QRows v, int n, int64_t c0,
                                              int64_t ahead, Use&& use) const;
 };
 

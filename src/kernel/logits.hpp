@@ -17,12 +17,6 @@
 namespace maskattn::detail {
 inline namespace MASKATTN_KERNEL_NS {
 
-#if defined(__GNUC__) && defined(__wasm__)
-#define MASKATTN_NOINLINE __attribute__((noinline))
-#else
-#define MASKATTN_NOINLINE
-#endif
-
 //   skip  - every pair masked: nothing computed, K/V not touched;
 //   full  - every pair allowed: no per-element mask work;
 //   mixed - an interval edge or an element-wise rule cuts it: masks applied per element.
@@ -132,7 +126,7 @@ class Logits {
   // -inf where masked) and returns the row maximum. Each feature is a branch-free pass chosen
   // once per row; the common case (no ALiBi, no bias) is one fused loop. Out of line: inlined, its
   // variants made key_tile large enough that the micro-tiles around it compiled ~15% slower in wasm.
-  MASKATTN_NOINLINE float row(float* srow, int kt, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
+  MASKATTN_NOINLINE_WASM float row(float* srow, int kt, int64_t j0, int64_t b, int64_t h, int64_t i, const RowKeys& keys,
                    bool masked, const float* valid, const float* bias_tile,
                    const float* bias_row, bool& has_key) const {
     const bool softcap = p_.softcap > 0;

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "base/arch_namespace.hpp"
+#include "base/compiler.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -49,11 +50,7 @@ inline namespace MASKATTN_KERNEL_NS {
 
 // The steps of a group are inlined into one function: its scores stay in registers from Q·Kᵀ to
 // P·V. (In WebAssembly a tile's groups are one function, kept apart from its caller: see key_tile.)
-#if defined(__GNUC__)
-#define MASKATTN_MICROTILE __attribute__((always_inline)) inline
-#else
-#define MASKATTN_MICROTILE inline
-#endif
+#define MASKATTN_MICROTILE MASKATTN_ALWAYS_INLINE inline
 
 template <class Arch>
 class PrefillAttention {
@@ -505,18 +502,16 @@ class PrefillAttention {
       if (!masked) seen[r] = seen[r] | (S::load(blk.act + r * W) != S::splat(0.0f));
       if (elementwise) seen[r] = seen[r] | (S::load(tile_seen + r * W) != S::splat(0.0f));
     }
-#if defined(__wasm__)
-    // Binaryen (emcc -O3) inlines every function that has a single caller, whatever its size, and
-    // V8 then allocates registers across one huge function: the group steps measured 1.5x slower in
-    // Node that way. A call through a pointer it cannot see through keeps a tile's groups a function.
-    static void (*volatile groups)(PrefillAttention*, Workspace&, int64_t, Block&, int64_t, int64_t, bool, V (&)[R], V (&)[R], M (&)[R]) =
-        [](PrefillAttention* self, Workspace& ws_, int64_t b_, Block& blk_, int64_t s_, int64_t t_, bool masked_, V (&m_)[R], V (&l_)[R], M (&seen_)[R]) {
-          self->tile_groups<R>(ws_, b_, blk_, s_, t_, masked_, m_, l_, seen_);
-        };
-    groups(this, ws, b, blk, s, t, masked, m, l, seen);
-#else
-    tile_groups<R>(ws, b, blk, s, t, masked, m, l, seen);
-#endif
+    if constexpr (kCallsThroughOpaquePointers) {
+      // A tile's groups kept a function of their own (base/compiler.hpp says why).
+      static void (*volatile groups)(PrefillAttention*, Workspace&, int64_t, Block&, int64_t, int64_t, bool, V (&)[R], V (&)[R], M (&)[R]) =
+          [](PrefillAttention* self, Workspace& ws_, int64_t b_, Block& blk_, int64_t s_, int64_t t_, bool masked_, V (&m_)[R], V (&l_)[R], M (&seen_)[R]) {
+            self->tile_groups<R>(ws_, b_, blk_, s_, t_, masked_, m_, l_, seen_);
+          };
+      groups(this, ws, b, blk, s, t, masked, m, l, seen);
+    } else {
+      tile_groups<R>(ws, b, blk, s, t, masked, m, l, seen);
+    }
     for (int r = 0; r < R; ++r) {
       S::store(state + r * W, m[r]);
       S::store(state + QR + r * W, l[r]);

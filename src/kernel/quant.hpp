@@ -19,6 +19,7 @@
 #pragma once
 
 #include "base/arch_namespace.hpp"
+#include "base/compiler.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -188,11 +189,7 @@ struct RowTraits<KVType::q4> : QuantRowTraits<KVType::q4, RowTraits<KVType::q4>>
 
 // Marks with_kv_type and the functions given to it: inlined where they are used, the switch costs
 // what one written out there would, and the compiler inlines the kernel around it as it would then.
-#if defined(__GNUC__)
-#define MASKATTN_DISPATCH_INLINE __attribute__((always_inline))
-#else
-#define MASKATTN_DISPATCH_INLINE
-#endif
+#define MASKATTN_DISPATCH_INLINE MASKATTN_ALWAYS_INLINE
 
 // f(RowTraits<t>{}): the one switch from a run-time dtype to its traits.
 template <class F>

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "base/arch_namespace.hpp"
+#include "base/compiler.hpp"
 #include "kernel/half.hpp"
 
 #include <algorithm>
@@ -55,41 +56,22 @@ inline float element(Bf16 b) { return bf16_bits_to_float(b.bits); }
 // prefetches counts as free of side effects), and so the quantized Q·Kᵀ of every target requested
 // no K rows at all (objdump; tests/check_prefetch.sh now checks the kernels hold them). With the
 // calls back (Zen 5, 1 thread, caches from DRAM) the GQA q8 decode step went 0.85-0.91 -> 0.60-0.63 ms.
-#if defined(__GNUC__)
-#define MASKATTN_PREFETCH_INLINE __attribute__((always_inline)) inline
-#else
-#define MASKATTN_PREFETCH_INLINE inline
-#endif
+#define MASKATTN_PREFETCH_INLINE MASKATTN_ALWAYS_INLINE inline
 
-// Whether prefetch_bytes issues instructions. WebAssembly has no prefetch (clang drops
-// __builtin_prefetch there); the decode kernel then orders its reads for the hardware's prefetcher.
-#if defined(__GNUC__) && !defined(__wasm__)
-inline constexpr bool kSoftwarePrefetch = true;
-#else
-inline constexpr bool kSoftwarePrefetch = false;
-#endif
-
-// Requests the cache lines of `bytes` bytes at p (a no-op where the compiler has no prefetch).
+// Requests the cache lines of `bytes` bytes at p (no instructions where the compiler has no
+// prefetch: kSoftwarePrefetch, base/compiler.hpp).
 MASKATTN_PREFETCH_INLINE void prefetch_bytes(const void* p, int64_t bytes) {
-#if defined(__GNUC__)
-  for (int64_t x = 0; x < bytes; x += 64) __builtin_prefetch(static_cast<const char*>(p) + x);
-#else
-  (void)p; (void)bytes;
-#endif
+  for (int64_t x = 0; x < bytes; x += 64) MASKATTN_PREFETCH(static_cast<const char*>(p) + x);
 }
 
 // One K or V row's lines, unrolled for rows up to 192 bytes (quantized rows, requested per key:
 // there the loop's own instructions measured dearer than the prefetches).
 MASKATTN_PREFETCH_INLINE void prefetch_row(const void* row, int64_t bytes) {
-#if defined(__GNUC__)
   if (bytes > 192) return prefetch_bytes(row, bytes);
   const char* c = static_cast<const char*>(row);
-  __builtin_prefetch(c);
-  __builtin_prefetch(c + 64);
-  if (bytes > 128) __builtin_prefetch(c + 128);
-#else
-  (void)row; (void)bytes;
-#endif
+  MASKATTN_PREFETCH(c);
+  MASKATTN_PREFETCH(c + 64);
+  if (bytes > 128) MASKATTN_PREFETCH(c + 128);
 }
 
 // Bits [a, b) of a 64-bit word, the bounds clamped to [0, 64]: a key interval over a 64-key tile.
