@@ -19,7 +19,7 @@ inline namespace MASKATTN_KERNEL_NS {
 // `Chains` independent chains a = a * x + y, with Simd<Arch>::fma: the fused instruction where the
 // architecture has one, else a multiply and an add (2 flops either way). No loads: the ceiling.
 template <class Arch, int Chains>
-MASKATTN_NOINLINE float multiply_add_chains(int64_t iters, float seed) {
+MASKATTN_NOINLINE_WASM float multiply_add_chains(int64_t iters, float seed) {
   using S = Simd<Arch>;
   using V = typename S::V;
   V a[Chains];
