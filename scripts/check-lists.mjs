@@ -48,7 +48,7 @@ const EXEMPT = new Map([
   // A choice, not a copy of the table: the speed panel times float32 against the two quantized
   // caches (a phone's tab has seconds, not minutes), and first-contact pins that choice.
   ['web/perf-core.js', 'the speed panel\'s chosen dtypes'],
-  ['tests/browser/first-contact.test.mjs', 'pins the speed panel\'s choice'],
+  ['tests/browser/first-contact.mjs', 'pins the speed panel\'s choice'],
 ]);
 
 const SOURCES = /\.(c|cc|cpp|h|hpp|inc|in|js|mjs|cjs|ts|sh|cmake|html)$|(^|\/)CMakeLists\.txt$/;

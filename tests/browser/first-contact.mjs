@@ -1,14 +1,18 @@
-// The demo as a first-time visitor meets it (issue #29), at 1440x900 and on a 390x844 phone: the
-// padded batch's real words attend, examples leave no stale rule, every adjustment of the input is
-// said, no text in the maps overlaps, the clicked cell's outline follows the click, the code panels
-// are open and copy programs that run in Node (against this checkout as the 'maskattn' package) and
+// The demo as a first-time visitor meets it, at 1440x900 and on a 390x844 phone: the padded
+// batch's real words attend, examples leave no stale rule, every adjustment of the input is said,
+// no text in the maps overlaps, the clicked cell's outline follows the click, the code panels are
+// open and copy programs that run in Node (against this checkout as the 'maskattn' package) and
 // print the page's numbers, the speed table says it is running, the start strip links every doc.
 // The second pass: each guide lands on the picture that proves it and its callout names
 // the sentence on screen, every map fits its box, the output map numbers its negative cells as it
 // numbers the others.
 // Screenshots: test-results/first-contact-*.png.
 //
-//   node --test tests/browser/first-contact.test.mjs
+// The tests of one size each run from their own file (first-contact-desktop.test.mjs and
+// first-contact-phone.test.mjs set globalThis.maskattnFirstContactSizes, then import this), so the
+// test runner runs the two side by side: most of their time is waiting on the page.
+//
+//   node --test tests/browser/first-contact-desktop.test.mjs tests/browser/first-contact-phone.test.mjs
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,6 +31,10 @@ const SIZES = {
   desktop: { viewport: { width: 1440, height: 900 } },
   phone: { viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true },
 };
+// The sizes this file's importer runs (both when imported without a choice); the desktop-only tests
+// run with the desktop.
+const RUN_SIZES = globalThis.maskattnFirstContactSizes ?? Object.keys(SIZES);
+const desktopTest = RUN_SIZES.includes('desktop') ? test : () => {};
 
 let server;
 let browser;
@@ -101,7 +109,7 @@ async function copy(page, preId) {
 const run = promisify(execFile);
 const close = (a, b, tol = 2e-4) => Math.abs(Number(a) - Number(b)) <= tol;
 
-for (const size of Object.keys(SIZES)) {
+for (const size of RUN_SIZES) {
   test(`${size}: the padded batch's real words each attend a key; the pitfall is a lesson with a one-click fix`, async () => {
     const before = problems.length;
     const { page, context } = await open(size);
@@ -384,7 +392,7 @@ for (const size of Object.keys(SIZES)) {
   });
 }
 
-test('desktop: each code panel is open, copies a program that runs in Node and prints the page\'s numbers', async () => {
+desktopTest('desktop: each code panel is open, copies a program that runs in Node and prints the page\'s numbers', async () => {
   const before = problems.length;
   const { page, context } = await open('desktop');
   for (const id of ['call', 'decode-call', 'branching-call']) {
@@ -445,7 +453,7 @@ test('desktop: each code panel is open, copies a program that runs in Node and p
   assert.deepEqual(problems.slice(before), []);
 });
 
-test('desktop: the speed table says it is running while its bar moves', async () => {
+desktopTest('desktop: the speed table says it is running while its bar moves', async () => {
   const before = problems.length;
   const { page, context } = await open('desktop');
   assert.match(await page.locator('#perf-table').textContent(), /Not run yet/);
@@ -480,7 +488,7 @@ const inView = (page, selector) => page.evaluate((sel) => {
 }, selector);
 const WORDS = 'one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen'.split(' ');
 
-for (const size of Object.keys(SIZES)) {
+for (const size of RUN_SIZES) {
   test(`${size}: each guide lands on the picture that proves it, and its callout names the sentence on screen`, async () => {
     const before = problems.length;
     const { page, context } = await open(size);
@@ -619,7 +627,7 @@ for (const size of Object.keys(SIZES)) {
   });
 }
 
-test('desktop: the install line, copied, installs maskattn in an empty folder; without a packed tarball it says npm pack', async () => {
+desktopTest('desktop: the install line, copied, installs maskattn in an empty folder; without a packed tarball it says npm pack', async () => {
   const before = problems.length;
   const { page, context } = await open('desktop');
   const line = await copy(page, 'install-line');
@@ -655,7 +663,7 @@ test('desktop: the install line, copied, installs maskattn in an empty folder; w
   assert.deepEqual(problems.slice(before), []);
 });
 
-for (const size of Object.keys(SIZES)) {
+for (const size of RUN_SIZES) {
   test(`${size}: the KV cache's legend tells an overwritten position from a missing one, as its map does`, async () => {
     const before = problems.length;
     const { page, context } = await open(size);
@@ -711,7 +719,7 @@ for (const size of Object.keys(SIZES)) {
   });
 }
 
-for (const size of Object.keys(SIZES)) {
+for (const size of RUN_SIZES) {
   test(`${size}: the speed panel shows each time's spread, the cores and threadsUsed, onnxruntime-web beside maskattn, says who wins, and times a real decode step`, async () => {
     const before = problems.length;
     const { page, context } = await open(size);
