@@ -142,7 +142,11 @@ int main(int argc, char** argv) {
             maskattn::KVCache& c = caches[size_t((variant + r) % 3)];  // rotating order
             if (c.lengths()[0] + n > c.config().capacity) c.reset();
             const double t0 = now();
-            c.append(maskattn::bhld(k.data(), 1, Hkv, n, D), maskattn::bhld(v.data(), 1, Hkv, n, D));
+            // Single tokens come from a new place of the buffers each round ([L, H, D]): appending one
+            // token's rows again and again lets the branch predictor learn the quantizers' branches
+            // (q4 without rope looked 1.4x faster than with it that way, where a model's keys never repeat).
+            const size_t at = size_t((n == 1 ? r % T : 0) * Hkv * D);
+            c.append(maskattn::blhd(k.data() + at, 1, n, Hkv, D), maskattn::blhd(v.data() + at, 1, n, Hkv, D));
             times[(variant + r) % 3].push_back((now() - t0) / n);
           }
         std::printf("  %-8s %4d token%s: %8.3f %8.3f %8.3f  (rope %.2fx, scaled %.2fx)\n", maskattn::kv_type_name(t), n,

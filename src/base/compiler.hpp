@@ -40,6 +40,15 @@
 #define MASKATTN_PREFETCH(p) ((void)(p))
 #endif
 
+// A function compiled for the baseline and again for AVX2 (without FMA, so every rounding is the
+// same), the copy chosen when the library loads (an ELF ifunc): for the few loops outside the
+// dispatched kernels whose cost shows, such as RoPE's rotation of each appended key row.
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
+#define MASKATTN_CLONES_AVX2 __attribute__((target_clones("avx2", "default")))
+#else
+#define MASKATTN_CLONES_AVX2
+#endif
+
 namespace maskattn::detail {
 
 // Whether prefetches issue instructions: WebAssembly has none (clang drops __builtin_prefetch

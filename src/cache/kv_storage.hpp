@@ -188,10 +188,15 @@ struct KVCache::Impl {
               continue;
             }
             detail::row_to_float(key ? ktype : vtype, from, width, false, scratch.data());
-          } else {
+            rope->rotate(scratch.data(), scratch.data(), width);
+          } else if (!rope) {
             std::memcpy(scratch.data(), from, size_t(width) * 4);
+          } else if (ktype == KVType::float32) {  // rotated straight into the row: nothing to encode
+            rope->rotate(from, reinterpret_cast<float*>(to), width);
+            continue;
+          } else {  // rotated into the row's scratch, then rounded or quantized from there
+            rope->rotate(from, scratch.data(), width);
           }
-          if (rope) rope->rotate(scratch.data(), scratch.data(), width);
           encode_row(key, scratch.data(), to);
         }
       }

@@ -118,6 +118,12 @@ Rope check_rope(const Rope& r, int64_t D, const std::string& name);
 // What maskattn::rope_frequencies answers: a Rope checked for D, its frequencies at `length`.
 RopeFrequencies checked_rope_frequencies(const Rope& r, int64_t D, int64_t length, const std::string& name);
 
+// out's rotated pairs: (x, y) of `in` (interleaved: adjacent; halves: i and i + half) turned by the
+// angle whose cos and sin are c[i], s[i], in double, times `scale`, rounded to float once. out may
+// be in. Compiled once (rope.cpp), where x86-64 also gets an AVX2 copy chosen when the library loads.
+void rope_rotate_pairs(RopeLayout layout, const float* in, float* out, const double* c, const double* s, int64_t half,
+                       double scale);
+
 // A validated Rope's frequencies, and the rotation of float rows at a position.
 class RopeRotation {
  public:
@@ -241,29 +247,9 @@ class RopeRotation {
   // factor (scaled = false: a turn alone, for rows stored rotated already); D - dims trailing
   // elements copied unscaled. out may be in.
   void rotate(const float* in, float* out, int64_t D, bool scaled = true) const {
-    const int64_t dims = rope_.dims;
-    const double* c = cos_.data();
-    const double* s = sin_.data();
-    const double a = scaled ? scale_ : 1.0;  // (x 1.0 is exact: unscaled Ropes round as before)
-    if (rope_.layout == RopeLayout::interleaved) {
-      for (int64_t i = 0; i < half_; ++i) {
-        const double x = in[2 * i], y = in[2 * i + 1];
-        out[2 * i] = float((x * c[i] - y * s[i]) * a);
-        out[2 * i + 1] = float((x * s[i] + y * c[i]) * a);
-      }
-    } else {  // halves: two contiguous runs, which the compiler vectorizes
-      const float* xs = in;
-      const float* ys = in + half_;
-      float* ox = out;
-      float* oy = out + half_;
-      for (int64_t i = 0; i < half_; ++i) {
-        const double x = xs[i], y = ys[i];
-        ox[i] = float((x * c[i] - y * s[i]) * a);
-        oy[i] = float((x * s[i] + y * c[i]) * a);
-      }
-    }
+    rope_rotate_pairs(rope_.layout, in, out, cos_.data(), sin_.data(), half_, scaled ? scale_ : 1.0);
     if (out != in)
-      for (int64_t d = dims; d < D; ++d) out[d] = in[d];
+      for (int64_t d = rope_.dims; d < D; ++d) out[d] = in[d];
   }
   int64_t offset() const { return rope_.offset; }
   const Rope& rope() const { return rope_; }
