@@ -6,7 +6,11 @@
 // measures every (build, dtype) pair in a new random order; two caches of each rotate so K/V do not
 // stay in the CPU cache; medians. Prints ms per step, GB/s of K/V read, the ratio to the float32
 // cache of the same build, its share of the build's read probe at the same thread count, and each
-// dtype's error against float32 (max |dO| / max |V|, cosine).
+// dtype's error against float32 (max |dO| / max |V|, cosine). Beside it, the step's cost per key
+// and KV head from memory and in the CPU's cache: the slope between two caches of L/8 and L/4 keys
+// (a few MiB, each step timed right after an untimed one, so their rows come from the CPU's cache,
+// and the slope drops the step's fixed cost). "in cache" near 100% of "from memory" means the step
+// is bound by its instructions, not by the bytes it reads: fewer bytes cannot make it faster.
 //
 //   node bench/js/cache-bench.mjs [--quick] [--shape mha|gqa|both] [--json FILE]
 import v8 from 'node:v8';
@@ -75,7 +79,14 @@ for (const s of SHAPES) {
         c.append({ data: k, shape: [1, s.Hkv, s.L, s.D] }, { data: v, shape: [1, s.Hkv, s.L, s.D] });
         return c;
       });
-      pairs.push({ build: b, dtype: d, caches, times: [], out: caches[0].attend(q, { threads: b.threads }).output.data });
+      // Two small caches (L/8 and L/4 keys) for the in-cache cost per key.
+      const small = [8, 4].map((div) => {
+        const n = s.L / div;
+        const c = b.ma.createKVCache({ kvHeads: s.Hkv, capacity: n, headDim: s.D, ...d.config });
+        c.append({ data: fill(s.Hkv * n * s.D), shape: [1, s.Hkv, n, s.D] }, { data: fill(s.Hkv * n * s.D), shape: [1, s.Hkv, n, s.D] });
+        return { keys: n, cache: c, times: [] };
+      });
+      pairs.push({ build: b, dtype: d, caches, small, times: [], out: caches[0].attend(q, { threads: b.threads }).output.data });
     }
   }
   const order = pairs.map((_, i) => i);
@@ -91,11 +102,18 @@ for (const s of SHAPES) {
       const t0 = performance.now();
       cache.attend(q, { threads: p.build.threads });
       p.times.push(performance.now() - t0);
+      for (const sm of p.small) {
+        sm.cache.attend(q, { threads: p.build.threads });  // brings its rows into the CPU's cache
+        const t1 = performance.now();
+        sm.cache.attend(q, { threads: p.build.threads });
+        sm.times.push(performance.now() - t1);
+      }
     }
     if ((r + 1) % 5 === 0) process.stderr.write(`  ${r + 1}/${REPS}\n`);
   }
   console.log(`\n${s.name}: B=1 Hq=${s.Hq} Hkv=${s.Hkv} Lq=1 L=${s.L} D=${s.D}`);
-  console.log(`${pad('build', 20)} ${pad('dtype', 8)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('% probe', 8)} ${lpad('vs float32', 10)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
+  console.log(`${pad('build', 20)} ${pad('dtype', 8)} ${lpad('ms/step', 9)} ${lpad('GB/s', 7)} ${lpad('% probe', 8)} ${lpad('vs float32', 10)} ` +
+    `${lpad('ns/key mem', 11)} ${lpad('in cache', 9)} ${lpad('cache/mem', 10)} ${lpad('err % max|V|', 13)} ${lpad('cosine', 9)}`);
   for (const b of BUILDS) {
     const mine = pairs.filter((p) => p.build === b);
     const f32 = median(mine[0].times);
@@ -106,12 +124,18 @@ for (const s of SHAPES) {
       const row = { shape: s.name, build: b.name, dtype: p.dtype.name, ms, gbs: bytes / ms / 1e6, vs_f32: f32 / ms,
         error: maxAbsDiff(p.out, ref) / maxV, cosine: cosine(p.out, ref) };
       row.probe_share = row.gbs / b.probe;
+      // ns per key and KV head: from memory (the whole step), in cache (the small caches' slope).
+      row.ns_per_key = (ms * 1e6) / (s.Hkv * s.L);
+      const [a, c] = p.small;
+      row.ns_per_key_in_cache = ((median(c.times) - median(a.times)) * 1e6) / (s.Hkv * (c.keys - a.keys));
       results.push(row);
       console.log(`${pad(b.name, 20)} ${pad(row.dtype, 8)} ${lpad(ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
-        `${lpad(`${(100 * row.probe_share).toFixed(0)}%`, 8)} ` +
-        `${lpad(`${row.vs_f32.toFixed(2)}x`, 10)} ${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
+        `${lpad(`${(100 * row.probe_share).toFixed(0)}%`, 8)} ${lpad(`${row.vs_f32.toFixed(2)}x`, 10)} ` +
+        `${lpad(row.ns_per_key.toFixed(2), 11)} ${lpad(row.ns_per_key_in_cache.toFixed(2), 9)} ` +
+        `${lpad(`${(100 * row.ns_per_key_in_cache / row.ns_per_key).toFixed(0)}%`, 10)} ` +
+        `${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
     }
   }
-  for (const p of pairs) for (const c of p.caches) c.dispose();
+  for (const p of pairs) for (const c of [...p.caches, ...p.small.map((sm) => sm.cache)]) c.dispose();
 }
 writeJson(args.json, { machine: info, node: process.versions.node, quick: args.quick, reps: REPS, results });
