@@ -40,13 +40,17 @@
 #define MASKATTN_PREFETCH(p) ((void)(p))
 #endif
 
-// A function compiled for the baseline and again for AVX2 (without FMA, so every rounding is the
-// same), the copy chosen when the library loads (an ELF ifunc): for the few loops outside the
-// dispatched kernels whose cost shows, such as RoPE's rotation of each appended key row.
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__)
-#define MASKATTN_CLONES_AVX2 __attribute__((target_clones("avx2", "default")))
+// A function compiled for AVX2 (without FMA, so every rounding is the same) beside its baseline
+// copy, which calls it where the CPU has AVX2 (x86-64, GCC and clang): for the few loops outside the
+// dispatched kernels whose cost shows, such as RoPE's rotation of each appended key row. A check at
+// the call, not an ifunc (target_clones): ifunc resolvers run before the sanitizers' runtimes start
+// (ThreadSanitizer's test binary crashed at load), and clang wants them on every declaration.
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MASKATTN_X86_AVX2_COPY 1
+#define MASKATTN_TARGET_AVX2 __attribute__((target("avx2")))
 #else
-#define MASKATTN_CLONES_AVX2
+#define MASKATTN_X86_AVX2_COPY 0
+#define MASKATTN_TARGET_AVX2
 #endif
 
 namespace maskattn::detail {

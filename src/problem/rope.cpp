@@ -7,7 +7,7 @@
 namespace maskattn::detail {
 namespace {
 
-// Inlined into both copies of rope_rotate_pairs (else both would call the baseline's loop).
+// Inlined into both copies (else the AVX2 one would call the baseline's loops).
 template <bool kScaled>
 MASKATTN_ALWAYS_INLINE inline void rotate_pairs(RopeLayout layout, const float* in, float* out, const double* c, const double* s, int64_t half,
                   double a) {
@@ -32,14 +32,34 @@ MASKATTN_ALWAYS_INLINE inline void rotate_pairs(RopeLayout layout, const float* 
   }
 }
 
-}  // namespace
-
-MASKATTN_CLONES_AVX2
-void rope_rotate_pairs(RopeLayout layout, const float* in, float* out, const double* c, const double* s, int64_t half,
-                       double scale) {
-  // x 1.0 is exact, so an unscaled Rope skips the multiply and rounds as it would with it.
+// x 1.0 is exact, so an unscaled Rope skips the multiply and rounds as it would with it.
+MASKATTN_ALWAYS_INLINE inline void rotate_row(RopeLayout layout, const float* in, float* out, const double* c,
+                                              const double* s, int64_t half, double scale) {
   if (scale != 1.0) rotate_pairs<true>(layout, in, out, c, s, half, scale);
   else rotate_pairs<false>(layout, in, out, c, s, half, scale);
+}
+
+#if MASKATTN_X86_AVX2_COPY
+// The same loops with 4 doubles per instruction (measured alone: a bfloat16 cache's single-token
+// append with rope 1.32x -> 1.28x the append without it, 512 tokens 1.17x -> 1.14x; AVX2, Zen 3).
+MASKATTN_TARGET_AVX2 void rotate_avx2(RopeLayout layout, const float* in, float* out, const double* c, const double* s,
+                                      int64_t half, double scale) {
+  rotate_row(layout, in, out, c, s, half, scale);
+}
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void rope_rotate_pairs(RopeLayout layout, const float* in, float* out, const double* c, const double* s, int64_t half,
+                       double scale) {
+#if MASKATTN_X86_AVX2_COPY
+  if (has_avx2()) return rotate_avx2(layout, in, out, c, s, half, scale);
+#endif
+  rotate_row(layout, in, out, c, s, half, scale);
 }
 
 }  // namespace maskattn::detail

@@ -120,7 +120,7 @@ RopeFrequencies checked_rope_frequencies(const Rope& r, int64_t D, int64_t lengt
 
 // out's rotated pairs: (x, y) of `in` (interleaved: adjacent; halves: i and i + half) turned by the
 // angle whose cos and sin are c[i], s[i], in double, times `scale`, rounded to float once. out may
-// be in. Compiled once (rope.cpp), where x86-64 also gets an AVX2 copy chosen when the library loads.
+// be in. Out of line (rope.cpp), where x86-64 also has an AVX2 copy that it calls where the CPU has AVX2.
 void rope_rotate_pairs(RopeLayout layout, const float* in, float* out, const double* c, const double* s, int64_t half,
                        double scale);
 
