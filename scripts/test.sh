@@ -127,6 +127,14 @@ run ctest --test-dir build/aarch64 --output-on-failure -j2
 # compiled and run in the simd build only (its kernels are simd128 and the scalar one, compiled as
 # in the scalar build); a 'threaded' build compiles only the files that run threads; every other
 # build runs the rest.
+# The modules only the JavaScript suites test (ctest false in js/builds.js) build meanwhile in the
+# background, at low priority, into the same folders scripts/build-wasm.sh uses: the C++ builds'
+# configure steps and links, and the docs' commands, leave a core idle (the docs' commands used
+# 84% of two), and scripts/test-js.sh then finds them built.
+js_only_builds=$(node scripts/builds.mjs | awk -F'\t' '$4 == "no" {print $2}' | tr '\n' ' ')
+js_only_log=$(mktemp)
+MASKATTN_WASM_BUILDS="$js_only_builds" nice -n 10 bash scripts/build-wasm.sh >"$js_only_log" 2>&1 &
+js_only_pid=$!
 independent_ran=no
 while IFS=$'\t' read -r _ mode cmake_flags ctest _ _ <&3; do
   [ "$ctest" = no ] && continue
@@ -150,6 +158,10 @@ done 3< <(node scripts/builds.mjs)
 step "the docs' commands as written (tests/docs/commands.test.mjs), the Emscripten package's consumers against native"
 run bash -c 'node --test --test-reporter=spec tests/docs/commands.test.mjs 2>&1 | tee "$0"; s=${PIPESTATUS[0]}
   grep -E "^ℹ (pass|fail) " "$0" | sed "s/^ℹ /# /"; exit $s' "$(mktemp)"
+
+# (Its failure shows again, and counts, when scripts/test-js.sh builds every module.)
+wait "$js_only_pid" || echo "the background build of $js_only_builds failed:"
+cat "$js_only_log"
 
 if [ -f scripts/test-js.sh ]; then
   step "JavaScript package, types and browser tests"
