@@ -5,6 +5,10 @@
 // come from the CPU cache. Prints ms per step, GB/s of K/V read, the ratios the README quotes, and
 // each dtype's error against the float32 cache on the same Gaussian data (max |ΔO| / max |V| and
 // cosine similarity), and the error of q4 keys with and without rotation on outlier-channel keys.
+// At 1 thread also the step's time per key and KV head from memory and in the CPU's cache: the slope
+// between two caches of L/16 and L/8 keys (0.3-8 MiB), each stepped again and again after the timed
+// runs (its rows then come from the cache, and the slope drops the step's fixed cost). Where the two
+// are equal the step is bound by its instructions, not by the bytes it reads.
 //
 //   maskattn_cache_bench [--quick] [--shape mha|gqa|both] [--threads N] [--json FILE] [--accuracy]
 // (--json: the timings as JSON rows, which bench/js/cache-chart.mjs draws with the wasm ones.)
@@ -141,6 +145,17 @@ void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
       caches.emplace_back(config(s, t));
       caches.back().append(maskattn::bhld(k.data(), 1, s.Hkv, s.L, s.D), maskattn::bhld(v.data(), 1, s.Hkv, s.L, s.D));
     }
+  // Two small caches of each dtype (L/16 and L/8 keys) for the in-cache time per key.
+  const int small_keys[2] = {s.L / 16, s.L / 8};
+  std::vector<maskattn::KVCache> small;  // [dtype * 2 + i]
+  for (const DtypePair& t : kDtypes)
+    for (int n : small_keys) {
+      Shape sh = s;
+      sh.L = n;
+      small.emplace_back(config(sh, t));
+      small.back().append(maskattn::bhld(k.data(), 1, s.Hkv, n, s.D), maskattn::bhld(v.data(), 1, s.Hkv, n, s.D));
+    }
+  std::vector<std::vector<double>> small_times(small.size());
   std::vector<float> q(size_t(s.Hq) * s.D), out(q.size());
   for (float& e : q) e = U(rng);
 
@@ -169,15 +184,35 @@ void speed(const Shape& s, int reps, int max_threads, std::mt19937& rng) {
     }
     if ((r + 1) % 10 == 0) std::fprintf(stderr, "  %d/%d repetitions\n", r + 1, reps);
   }
+  // In cache, at 1 thread: each small cache's step again and again, the first calls untimed (one
+  // call after the big caches' streams measured up to 2x the settled time).
+  {
+    maskattn::Options o = maskattn::KVCache::default_options();
+    o.threads = 1;
+    for (size_t i = 0; i < small.size(); ++i)
+      for (int r = 0; r < 4 + 3 * reps; ++r) {
+        const double t0 = seconds();
+        small[i].attend(maskattn::bhld(q.data(), 1, s.Hq, 1, s.D), maskattn::bhld(out.data(), 1, s.Hq, 1, s.D), o);
+        if (r >= 4) small_times[i].push_back(seconds() - t0);
+      }
+  }
   std::printf("%s: decode step B=1 Hq=%d Hkv=%d Lq=1 L=%d D=%d (%s), median of %d\n", s.name, s.Hq, s.Hkv, s.L, s.D,
               maskattn::target_name(maskattn::best_target()), reps);
-  std::printf("  %-8s %8s %10s %10s %12s\n", "dtype", "threads", "ms/step", "GB/s", "vs float32");
+  std::printf("  %-8s %8s %10s %10s %12s %11s %9s %10s\n", "dtype", "threads", "ms/step", "GB/s", "vs float32",
+              "ns/key mem", "in cache", "cache/mem");
   auto t_of = [&](int dtype, int ti) { return median(times[size_t(dtype * nt + ti)]); };
   for (int ti = 0; ti < nt; ++ti)
     for (int dtype = 0; dtype < kNumDtypes; ++dtype) {
       const double sec = t_of(dtype, ti), bytes = double(caches[size_t(dtype)].byte_length());
-      std::printf("  %-8s %8d %10.3f %10.1f %11.2fx\n", kDtypes[dtype].name, threads[size_t(ti)], sec * 1e3,
+      std::printf("  %-8s %8d %10.3f %10.1f %11.2fx", kDtypes[dtype].name, threads[size_t(ti)], sec * 1e3,
                   bytes / sec * 1e-9, t_of(0, ti) / sec);
+      if (ti == 0) {
+        const double mem = sec * 1e9 / (double(s.Hkv) * s.L);
+        const double in_cache = (median(small_times[size_t(dtype * 2 + 1)]) - median(small_times[size_t(dtype * 2)])) * 1e9 /
+                                (double(s.Hkv) * (small_keys[1] - small_keys[0]));
+        std::printf(" %11.2f %9.2f %9.0f%%", mem, in_cache, 100 * in_cache / mem);
+      }
+      std::printf("\n");
       char row[256];
       std::snprintf(row, sizeof row, "%s{\"shape\": \"%s\", \"build\": \"native %s\", \"threads\": %d, \"dtype\": \"%s\", \"ms\": %.4f}",
                     g_json.empty() ? "" : ",\n", s.name, maskattn::target_name(maskattn::best_target()), threads[size_t(ti)],
