@@ -189,13 +189,14 @@ struct KVCache::Impl {
             }
             detail::row_to_float(key ? ktype : vtype, from, width, false, scratch.data());
             rope->rotate(scratch.data(), scratch.data(), width);
-          } else if (!rope) {
-            std::memcpy(scratch.data(), from, size_t(width) * 4);
-          } else if (ktype == KVType::float32) {  // rotated straight into the row: nothing to encode
-            rope->rotate(from, reinterpret_cast<float*>(to), width);
+          } else if (detail::reads_directly(key ? ktype : vtype)) {  // float32 rows: nothing to encode
+            if (rope) rope->rotate(from, reinterpret_cast<float*>(to), width);  // rotated straight into place
+            else std::memcpy(to, from, size_t(width) * 4);
             continue;
-          } else {  // rotated into the row's scratch, then rounded or quantized from there
+          } else if (rope) {  // rotated into the row's scratch, then rounded or quantized from there
             rope->rotate(from, scratch.data(), width);
+          } else {
+            std::memcpy(scratch.data(), from, size_t(width) * 4);
           }
           encode_row(key, scratch.data(), to);
         }
