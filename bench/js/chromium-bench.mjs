@@ -3,8 +3,10 @@
 // SIMD128 build, the relaxed-SIMD build (fused multiply-add) and the threaded relaxed build on 1
 // and N threads. Same cases and measuring method as node-bench.mjs (Workspaces, inputs already
 // in wasm memory; calls interleaved in a new random order each round; medians).
-// --cache instead: the decode step over q8/q4 caches per integer dot product (bench/js/quant-dot-run.mjs,
-// as bench/js/quant-dot-bench.mjs runs it in Node).
+// --cache instead: the KV cache decode step per build and cache dtype, with each build's read probe,
+// the threaded build at 1 and 2 threads included (bench/js/cache-run.mjs, as bench/js/cache-bench.mjs
+// runs it in Node; the scalar build is left to Node), then the step over q8/q4 caches per integer
+// dot product (bench/js/quant-dot-run.mjs, as bench/js/quant-dot-bench.mjs runs it in Node).
 //   node bench/js/chromium-bench.mjs [--quick] [--case ID[,ID...]] [--threads N] [--json FILE]
 //   node bench/js/chromium-bench.mjs --cache [--quick] [--reps N] [--json FILE]
 import { writeFileSync } from 'node:fs';
@@ -12,6 +14,7 @@ import { launchChromium } from '../../tests/browser/chromium.mjs';
 import { start } from '../../scripts/serve.mjs';
 import { CASES, machine } from './common.mjs';
 import { decodeSteps, formatDecodeSteps, DECODE_SHAPES } from './quant-dot-run.mjs';
+import { CACHE_BUILDS, CACHE_SHAPES, cacheSteps, formatCacheSteps } from './cache-run.mjs';
 
 const argv = process.argv.slice(2);
 const arg = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
@@ -30,10 +33,16 @@ try {
   const version = await page.evaluate(() => navigator.userAgent.match(/Chrome\/[\d.]+/)?.[0] ?? navigator.userAgent);
   console.log(`maskattn in ${version} (headless), demo page cross-origin isolated; ${machine().cpu}, ${machine().cores} cores; ${quick ? 'quick' : 'full'} run`);
   if (argv.includes('--cache')) {
-    console.log("KV cache decode step over q8/q4 caches per integer dot product, 1 thread");
-    const r = await page.evaluate(decodeSteps, { indexUrl: '/js/index.js', shapes: DECODE_SHAPES, reps: Number(arg('--reps', quick ? 7 : 21)) });
+    const reps = Number(arg('--reps', quick ? 7 : 21));
+    page.on('console', (m) => process.stderr.write(`${m.text()}\n`));  // cacheSteps' progress
+    console.log(`KV cache decode step per build and dtype; median of ${reps}`);
+    const builds = CACHE_BUILDS.filter((b) => b.options.simd !== false);
+    const steps = await page.evaluate(cacheSteps, { indexUrl: '/js/index.js', builds, shapes: CACHE_SHAPES, reps });
+    console.log(formatCacheSteps(steps, CACHE_SHAPES));
+    console.log("\nKV cache decode step over q8/q4 caches per integer dot product, 1 thread");
+    const r = await page.evaluate(decodeSteps, { indexUrl: '/js/index.js', shapes: DECODE_SHAPES, reps });
     console.log(formatDecodeSteps(r));
-    if (json) writeFileSync(json, JSON.stringify({ browser: version, machine: machine(), quick, ...r }, null, 2));
+    if (json) writeFileSync(json, JSON.stringify({ browser: version, machine: machine(), quick, steps, ...r }, null, 2));
   } else {
     console.log(`${'case'.padEnd(30)} ${'build'.padEnd(34)} ${'ms/call'.padStart(9)} ${'vs plain'.padStart(9)}`);
     const out = { browser: version, machine: machine(), threads: THREADS, cases: [] };
