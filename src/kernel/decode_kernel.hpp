@@ -477,7 +477,6 @@ class DecodeAttention {
     constexpr int KB = L / RB;
     static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
     const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
-    alignas(64) float dots[L];
     quant_dot_check_here();
     if constexpr (HasQkTile<QD, KTraits::kType == KVType::q4>::value && RB >= 4) {  // L keys at a time, keys in lanes (measured: 2 rows gain nothing, 1 loses 7-15%)
       for (int r0 = 0; r0 < n_rows; r0 += RB) {
@@ -493,6 +492,30 @@ class DecodeAttention {
       }
       return;
     }
+    with_quant_dot_form<QD, KTraits::kType == KVType::q4>([&](auto form) MASKATTN_ALWAYS_INLINE {
+      constexpr int Form = decltype(form)::value;
+      if constexpr (HasForms<QD>::value) qk_rows_quant_form<RB, KTraits, NB, Form>(qq, n_rows, k, n, kt, ahead, s);
+      else qk_rows_quant<RB, KTraits, NB, Form>(qq, n_rows, k, n, kt, ahead, s);
+    });
+  }
+
+  // Where QD has several forms, each (and each block count) is a function of its own in
+  // WebAssembly: one function holding them all ran the MHA q8 step 4% slower (V8, Node 20), and
+  // with one form the rows stay inline (the SIMD128 build's GQA q8 step 2% slower out of line).
+  template <int RB, class KTraits, int NB, int Form>
+  MASKATTN_NOINLINE_WASM void qk_rows_quant_form(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
+                                                 int64_t ahead, float* s) const {
+    qk_rows_quant<RB, KTraits, NB, Form>(qq, n_rows, k, n, kt, ahead, s);
+  }
+
+  // Q·Kᵀ over quantized keys, one key row per dot() call, in one of QD's forms (quant_dot.hpp,
+  // with_quant_dot_form).
+  template <int RB, class KTraits, int NB, int Form>
+  MASKATTN_DISPATCH_INLINE void qk_rows_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt,
+                                              int64_t ahead, float* s) const {
+    constexpr int KB = L / RB;
+    const int64_t ks = p_.kv.ks.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
+    alignas(64) float dots[L];
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
       const QRow* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
@@ -507,7 +530,8 @@ class DecodeAttention {
         MASKATTN_UNROLL_16
         for (int c = 0; c < KB; ++c) {
           const uint8_t* kr = k + std::min(j + c, n - 1) * ks;
-          QuantDotOf<QD, KTraits::kType>::template dot<RB>(q, kr, reinterpret_cast<const float*>(kr + scales_at), nb, acc + c, KB);
+          QuantDotOf<QD, KTraits::kType>::template dot<RB, Form>(q, kr, reinterpret_cast<const float*>(kr + scales_at),
+                                                                 nb, acc + c, KB);
         }
         FS::store(dots, FS::reduce_lanes(acc));
         for (int r = 0; r < RB && r0 + r < n_rows; ++r)

@@ -242,17 +242,25 @@ struct QuantDot : DequantWasm<Arch>, BlockDot128<Arch, Simd128Ops<Arch>> {
   using Exact = BlockDot128<Arch, Simd128Ops<Arch>>;
   using Row = typename Exact::Row;
   using FV = typename Exact::FV;
-  // The mode checked by quant_dot_check_here() (int_dot/simd128_relaxed.hpp), else the exact path.
-  template <int RB, bool Q4>
-  static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
-    using FS = Simd<Arch>;
-    switch (RelaxedIntDot::mode()) {
-      case RelaxedIntDot::i8x16_add: return RelaxedIntDot::dot<FS, RelaxedIntDot::i8x16_add, RB, Q4>(q, k, kscales, nb, out, stride);
-      case RelaxedIntDot::i16x8:  // q4 keys only: q8 keys ran 7-11% slower on it than on the exact path (Node 20)
-        if constexpr (Q4) return RelaxedIntDot::dot<FS, RelaxedIntDot::i16x8, RB, Q4>(q, k, kscales, nb, out, stride);
-        else return Exact::template dot<RB, Q4>(q, k, kscales, nb, out, stride);
-      default: return Exact::template dot<RB, Q4>(q, k, kscales, nb, out, stride);
-    }
+  // The forms (quant_dot.hpp, HasForms): the mode checked by quant_dot_check_here()
+  // (int_dot/simd128_relaxed.hpp), read once per tile of keys, else the exact path.
+  static constexpr bool kForms = true;
+  template <bool Q4, class F>
+  MASKATTN_ALWAYS_INLINE static void with_form(F&& f) {
+    using M = RelaxedIntDot;
+    const M::Mode m = M::mode();
+    if (m == M::i8x16_add) f(std::integral_constant<int, M::i8x16_add>{});
+    // q4 keys only: q8 keys ran 7-11% slower on it than on the exact path (Node 20)
+    else if (Q4 && m == M::i16x8) f(std::integral_constant<int, M::i16x8>{});
+    else f(std::integral_constant<int, M::exact>{});
+  }
+  template <int RB, bool Q4, int Form>
+  static void dot_form(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
+    constexpr auto M = RelaxedIntDot::Mode(Form);
+    if constexpr (M == RelaxedIntDot::i8x16_add || (M == RelaxedIntDot::i16x8 && Q4))
+      RelaxedIntDot::dot<Simd<Arch>, M, RB, Q4>(q, k, kscales, nb, out, stride);
+    else
+      Exact::template dot<RB, Q4>(q, k, kscales, nb, out, stride);
   }
 #endif
 };
