@@ -484,7 +484,19 @@ std::string last_error_argument() { return g_error_argument; }
 // dot product its q8/q4 Q·Kᵀ uses, as probed at module start, and a way to choose another.
 extern "C" const char* maskattn_relaxed_quant_dot();
 extern "C" bool maskattn_set_relaxed_quant_dot(int mode);
+extern "C" const char* maskattn_relaxed_dot_lowering();
 #endif
+
+// Tests and benchmarks: how the engine lowers i32x4.relaxed_dot_i8x16_i7x16_add_s, which decides
+// the relaxed build's first choice of quantDot ('x86-pairs-saturated', 'x86-vnni', 'signed-bytes',
+// 'unknown'); 'none' in builds without relaxed SIMD.
+std::string relaxed_dot_lowering() {
+#if defined(MASKATTN_RELAXED_SIMD_BUILD)
+  return maskattn_relaxed_dot_lowering();
+#else
+  return "none";
+#endif
+}
 
 // Tests and benchmarks: 'i16' (exact SIMD128 path), 'relaxed-i8' or 'relaxed-i8-i16x8'; false where
 // this build or engine cannot run it.
@@ -536,6 +548,7 @@ EMSCRIPTEN_BINDINGS(maskattn) {
   function("lastErrorArgument", &last_error_argument);
   function("backend", &backend);
   function("setQuantDot", &set_quant_dot);
+  function("relaxedDotLowering", &relaxed_dot_lowering);
   function("callArgsLayout", &call_args_layout);
   function("limits", &limits);
   function("heapInUse", &heap_in_use);

@@ -27,9 +27,10 @@ export interface Backend {
   /**
    * The integer dot product of Q·Kᵀ over q8/q4 KV caches (exact in every case):
    * 'relaxed-i8' (i32x4.relaxed_dot_i8x16_i7x16_add_s, relaxed builds where the engine computes it
-   * as specified, e.g. Chromium), 'relaxed-i8-i16x8' (i16x8.relaxed_dot_i8x16_i7x16_s and a pairwise
-   * widening add for q4 keys, 'i16' for q8 keys, which run faster on it: relaxed builds where only
-   * that form is exact, e.g. Node 20), 'i16'
+   * as specified, e.g. Chromium with AVX-VNNI or on ARM), 'relaxed-i8-i16x8' (i16x8.relaxed_dot_i8x16_i7x16_s
+   * and a pairwise widening add for q4 keys, 'i16' for q8 keys, which run faster on it: relaxed
+   * builds where only that form is exact, e.g. Node 20, or where the engine lowers the first one
+   * without AVX-VNNI, e.g. Chromium on AMD Zen 3), 'i16'
    * (i32x4.dot_i16x8_s: SIMD128 builds, and relaxed builds where neither is exact), 'scalar'. The
    * relaxed builds check the instructions on known inputs when the module starts.
    */

@@ -114,7 +114,33 @@ struct RelaxedIntDot {
     }
     return true;
   }
-  static Mode best(Checked c) { return c.add ? i8x16_add : c.i16x8 ? i16x8 : exact; }
+  // How the engine lowers the add form, read from inputs outside its specified range (i7 bytes of
+  // 255 times 127): x86 without AVX-VNNI adds each pair of products in int16 with saturation
+  // (pmaddubsw, then pmaddwd and an add: 2 x 32767 per lane), x86 with AVX-VNNI sums all four
+  // (vpdpbusd: 4 x 127 x 255), ARM's sdot takes the byte as signed (4 x 127 x -1).
+  enum Lowering : int { unknown = 0, x86_pairs_saturated = 1, x86_vnni = 2, signed_bytes = 3 };
+  static Lowering lowering(const Probe& p) {
+    alignas(16) int8_t a[16], b[16];
+    alignas(16) int32_t got[4];
+    const volatile Probe& v = p;
+    for (int i = 0; i < 16; ++i) { a[i] = int8_t(127 + v.sign[i]); b[i] = int8_t(-1 - v.sign[i]); }
+    wasm_v128_store(got, wasm_i32x4_relaxed_dot_i8x16_i7x16_add(wasm_v128_load(a), wasm_v128_load(b), wasm_i32x4_splat(0)));
+    const int32_t x = got[0];
+    for (int i = 1; i < 4; ++i)
+      if (got[i] != x) return unknown;
+    return x == 2 * 32767 ? x86_pairs_saturated : x == 4 * 127 * 255 ? x86_vnni : x == 4 * 127 * -1 ? signed_bytes : unknown;
+  }
+  static const char* name(Lowering l) {
+    return l == x86_pairs_saturated ? "x86-pairs-saturated" : l == x86_vnni ? "x86-vnni" : l == signed_bytes ? "signed-bytes" : "unknown";
+  }
+  // The form to start with: the add form where it checks exact, except where the engine lowers it
+  // to pmaddubsw + pmaddwd + add (no AVX-VNNI): there q4 keys' i16x8 form and q8 keys' exact path
+  // both ran faster (Chromium 156, Zen 3, decode step: GQA q8 1.33x and q4 1.06x, MHA q8 1.06x,
+  // MHA q4 the same), and i16x8 mode gives each of them that.
+  static Mode best(Checked c, Lowering l) {
+    if (c.add && !(l == x86_pairs_saturated && c.i16x8)) return i8x16_add;
+    return c.i16x8 ? i16x8 : exact;
+  }
 
   static Mode mode();      // read by QuantDot::dot once per key row
   static bool set(Mode m);  // tests, benchmarks: a relaxed mode only where its instruction checks exact
@@ -169,12 +195,14 @@ struct RelaxedIntDot {
 };
 
 inline RelaxedIntDot::Probe relaxed_int_dot_probe;
+inline const RelaxedIntDot::Lowering relaxed_int_dot_lowering = RelaxedIntDot::lowering(relaxed_int_dot_probe);
 // The mode in use: at module start, the best the probe's check finds exact (in whatever tier runs
-// module initialisation), lowered by check_here(); atomic, as threads may lower it together.
+// module initialisation) for this lowering, lowered by check_here(); atomic, as threads may lower
+// it together.
 inline std::atomic<int> relaxed_int_dot_mode{[] {
   RelaxedIntDot::Checked c = RelaxedIntDot::check(relaxed_int_dot_probe);
   c.add = c.add && RelaxedIntDot::add_form_stored(relaxed_int_dot_probe);
-  return int(RelaxedIntDot::best(c));
+  return int(RelaxedIntDot::best(c, relaxed_int_dot_lowering));
 }()};
 
 inline RelaxedIntDot::Mode RelaxedIntDot::mode() { return Mode(relaxed_int_dot_mode.load(std::memory_order_relaxed)); }
@@ -199,6 +227,10 @@ inline void RelaxedIntDot::check_here() {
 // linkage because the bindings are compiled without relaxed SIMD and do not include the kernel.
 extern "C" __attribute__((used)) inline const char* maskattn_relaxed_quant_dot() {
   return RelaxedIntDot::name(RelaxedIntDot::mode());
+}
+// How the engine lowers the add form (RelaxedIntDot::Lowering), for tests and benchmarks.
+extern "C" __attribute__((used)) inline const char* maskattn_relaxed_dot_lowering() {
+  return RelaxedIntDot::name(relaxed_int_dot_lowering);
 }
 // mode: 0 exact, 1 relaxed i16x8 form, 2 relaxed i8x16 add form; false where that one is not exact.
 extern "C" __attribute__((used)) inline bool maskattn_set_relaxed_quant_dot(int mode) {
