@@ -17,7 +17,8 @@ test_packages=(g++ libgtest-dev googletest wabt
           chromium libopenblas-dev libeigen3-dev libdnnl-dev
           g++-aarch64-linux-gnu qemu-user  # the aarch64 (neon64) cross build, tests under qemu
           libclang-rt-19-dev               # libFuzzer and the sanitizers' runtimes for clang-19 (tests/fuzz)
-          fonts-wqy-zenhei)                # a CJK font: scripts/render-ocr-lines.mjs draws a line in Chinese
+          fonts-wqy-zenhei                 # a CJK font: scripts/render-ocr-lines.mjs draws a line in Chinese
+          ccache)                          # scripts/test.sh: a library built twice with the same flags compiles once
 [ "$mode" = start ] || packages+=("${test_packages[@]}")
 missing=()
 for p in "${packages[@]}"; do

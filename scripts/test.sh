@@ -7,6 +7,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 
+# A compile cache for this run's builds (and the next run's), in build/ccache: the docs' commands
+# build the Emscripten package (simd, relaxed, threads) in a clean copy with the same flags as the
+# WebAssembly test builds below. Depend mode (the compiler's own dependency list, no preprocessor
+# run: a miss costs what the compile does) and paths relative to the checkout, so that the copy
+# finds them (tests/docs/commands.test.mjs points CCACHE_BASEDIR at its copy). Not where the
+# caller chose a launcher already.
+if command -v ccache >/dev/null && [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR="$PWD/build/ccache" CCACHE_BASEDIR="$PWD" CCACHE_DEPEND=1 \
+    CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=2G
+fi
+
 passed=0 failed=0 log=$(mktemp)
 started=$SECONDS
 # Each phase's start is printed as it begins; the table at the end gives each one's duration.

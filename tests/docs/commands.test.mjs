@@ -42,6 +42,9 @@ function userEnv() {
   const env = {};
   for (const [k, v] of Object.entries(process.env)) if (!/^(npm_|NODE_PATH$|NODE_OPTIONS$|INIT_CWD$)/.test(k)) env[k] = v;
   env.PATH = (process.env.PATH ?? '').split(delimiter).filter((p) => p && !/node_modules[\\/]\.bin|node-gyp-bin/.test(p)).join(delimiter);
+  // The test command's compile cache (scripts/test.sh), when it runs: paths relative to this copy,
+  // so that a library the test builds already compiled with the same flags is not compiled again.
+  if (env.CCACHE_BASEDIR) env.CCACHE_BASEDIR = checkout;
   return { ...env, HOME: home, TMPDIR: join(work, 'tmp') };
 }
 
