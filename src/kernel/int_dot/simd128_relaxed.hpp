@@ -142,7 +142,7 @@ struct RelaxedIntDot {
     return c.i16x8 ? i16x8 : exact;
   }
 
-  static Mode mode();      // read by QuantDot::dot once per key row
+  static Mode mode();      // read by QuantDot::with_form once per tile of keys
   static bool set(Mode m);  // tests, benchmarks: a relaxed mode only where its instruction checks exact
   // At the top of each function that calls QuantDot::dot (inlined there): engines compile a
   // function at several tiers and the relaxed instructions may differ between them (Node 20: the
