@@ -31,7 +31,7 @@ export const CACHE_SHAPES = [
  * Runs the steps; returns { probes: { build: GB/s }, results: [row] } where a row holds the shape,
  * build, dtype, ms (median), gbs, probe_share, vs_f32, ns_per_key (from memory),
  * ns_per_key_in_cache, error (max |dO| / max |V| against the same build's float32 cache) and cosine.
- * log(text) reports progress (it runs in the caller's realm: console.error by default).
+ * Progress goes to console.error (in a page, its console: bench/js/chromium-bench.mjs forwards it).
  */
 export async function cacheSteps({ indexUrl, builds, shapes, reps }) {
   const log = (text) => console.error(text);
