@@ -117,6 +117,10 @@ struct SimdBatch {
   static constexpr int W = int(V::size);
   // Whether the target has load8 (8 16-bit values per load, kernel/simd/wasm.hpp); the others load W.
   static constexpr bool kLoads8 = false;
+  // Whether the target reads bfloat16 rows 2W at a time into two vectors in an order of its own,
+  // pair order (load_bf16_pair, pair_source, load_pair_order, store_pair_order: kernel/simd/x86.hpp):
+  // one wide load and one instruction per vector, where the in-order load widens then shifts.
+  static constexpr bool kBf16Pairs = false;
 
   static V load(const float* p) { return V::load_unaligned(p); }
   static void store(float* p, const V& x) { x.store_unaligned(p); }
@@ -229,6 +233,7 @@ struct Simd<ScalarArch> {
   static constexpr int W = 1;
   static constexpr int kRegisters = 16;
   static constexpr bool kLoads8 = false;
+  static constexpr bool kBf16Pairs = false;
 
   static V load(const float* p) { return *p; }
   static void store(float* p, V x) { *p = x; }

@@ -147,6 +147,82 @@ struct Simd : SimdBatch<Arch, Simd<Arch>> {
     if constexpr (W == 4) return V(sse::bf16s4(u));
     return B::load_bf16s(u);  // no widening instruction for this width
   }
+
+  // 2W bfloat16 values in one load, as two vectors in pair order: lane `pos` of the pair (pos < W in
+  // out[0], the rest in out[1]) holds value pair_source(pos). One instruction per vector: SSE2 and
+  // AVX2 unpack with zeros (each value in its float's upper half; AVX2 unpacks within 128-bit
+  // lanes), AVX-512F, which has no 16-bit unpack without AVX512BW, shifts the even values up and
+  // masks the odd ones. The in-order load() is a widening move and a shift per vector. A dot
+  // product reads its other operand in the same order (the decode kernel keeps a copy of the
+  // query so), P·V its output columns (load_pair_order, store_pair_order).
+  static constexpr bool kBf16Pairs = true;
+  static constexpr int pair_source(int pos) {
+    if (W == 16) return pos < W ? 2 * pos : 2 * (pos - W) + 1;
+    const int v = pos / W, l = pos % W;  // W = 8: lanes 0-3 of out[v] are values 4v.., lanes 4-7 8 + 4v..
+    return l / 4 * 8 + v * 4 + l % 4;
+  }
+  static void load_bf16_pair(const Bf16* p, V* out) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) {
+      const __m512i x = _mm512_loadu_si512(p);
+      out[0] = V(_mm512_castsi512_ps(_mm512_slli_epi32(x, 16)));
+      out[1] = V(_mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(int32_t(0xffff0000u)))));
+      return;
+    }
+#endif
+#if defined(__AVX2__)
+    if constexpr (W == 8) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), zero = _mm256_setzero_si256();
+      out[0] = V(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)));
+      out[1] = V(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x)));
+      return;
+    }
+#endif
+    if constexpr (W == 4) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), zero = _mm_setzero_si128();
+      out[0] = V(_mm_castsi128_ps(_mm_unpacklo_epi16(zero, x)));
+      out[1] = V(_mm_castsi128_ps(_mm_unpackhi_epi16(zero, x)));
+    }
+  }
+  // 2W floats from p into pair order, and back (store_pair_order(p, x) after load_pair_order(p, x)
+  // leaves p as it was).
+  static void load_pair_order(const float* p, V* out) {
+    const V a = B::load(p), b = B::load(p + W);
+#if defined(__AVX512F__)
+    if constexpr (W == 16) {
+      out[0] = V(_mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b));
+      out[1] = V(_mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b));
+      return;
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (W == 8) {
+      out[0] = V(_mm256_permute2f128_ps(a, b, 0x20));
+      out[1] = V(_mm256_permute2f128_ps(a, b, 0x31));
+      return;
+    }
+#endif
+    out[0] = a;
+    out[1] = b;
+  }
+  static void store_pair_order(float* p, const V* in) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) {
+      B::store(p, V(_mm512_permutex2var_ps(in[0], _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), in[1])));
+      B::store(p + W, V(_mm512_permutex2var_ps(in[0], _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), in[1])));
+      return;
+    }
+#endif
+#if defined(__AVX__)
+    if constexpr (W == 8) {
+      B::store(p, V(_mm256_permute2f128_ps(in[0], in[1], 0x20)));
+      B::store(p + W, V(_mm256_permute2f128_ps(in[0], in[1], 0x31)));
+      return;
+    }
+#endif
+    B::store(p, in[0]);
+    B::store(p + W, in[1]);
+  }
   // One instruction or two: a test into a mask register (AVX-512), an and and a compare.
   static M bit_set(const I& w, int bit) {
 #if defined(__AVX512F__)
