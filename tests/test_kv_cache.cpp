@@ -374,6 +374,29 @@ TEST_P(KVCacheTest, MatchesPlainAttentionThroughAGeneration) {
   }
 }
 
+// Head sizes models use (96, 128), with groups of 1 to 8 query heads per KV head: the decode kernel's register
+// blocks (rows x keys in Q·Kᵀ, rows x column vectors in P·V) take every shape they have on the
+// target, and on x86 the bfloat16 rows read in pair order (2W values per load, the query and the
+// output columns permuted to match; on AVX-512 P·V reads pairs from 128 columns with 1 or 2 rows,
+// 64 with 4, 32 with 8).
+TEST_P(KVCacheTest, SixteenBitRowsAtModelHeadSizes) {
+  for (KVType dtype : float_dtypes())
+    for (int64_t D : {int64_t(96), int64_t(128)})
+      for (int64_t group : {int64_t(1), int64_t(2), int64_t(4), int64_t(8)}) {
+        const std::string label = std::string(maskattn::kv_type_name(dtype)) + " D " + std::to_string(D) + " group " +
+                                  std::to_string(group);
+        Rng rng("KVCache/head-sizes/" + label);
+        KVCacheConfig cfg;
+        cfg.batch = 1; cfg.kv_heads = 2; cfg.capacity = 80; cfg.head_dim = D; cfg.dtype = dtype;
+        KVCache cache(cfg);
+        Shadow shadow(1, 2, D, D, dtype);
+        const std::vector<float> k = random(rng, size_t(2 * 70 * D)), v = random(rng, size_t(2 * 70 * D));
+        cache.append(maskattn::bhld(k.data(), 1, 2, 70, D), maskattn::bhld(v.data(), 1, 2, 70, D));
+        shadow.append(k, v, 70, {70});
+        check_attend(cache, shadow, 2 * group, 1, rng, options(), label);
+      }
+}
+
 // A sliding-window ring: appends wrap around the capacity, and attention equals the full history
 // with window [W - 1, 0]. Queries of several rows need capacity >= W + Lq - 1.
 TEST_P(KVCacheTest, SlidingWindowRingWrapsAround) {
