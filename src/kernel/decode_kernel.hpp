@@ -224,8 +224,8 @@ class DecodeAttention {
   }
 
   // bfloat16 keys read in pairs (Simd::kBf16Pairs) meet a copy of each query in the same order:
-  // each whole block of 2W values permuted (pair_source), the rest as it is. Per chunk of keys, D
-  // floats per row (the keys it meets: up to 512 per chunk, 2D bytes each).
+  // each whole block of 2W values permuted (load_pair_order), the rest as it is. Per chunk of keys,
+  // D floats per row (the keys it meets: up to 512 per chunk, 2D bytes each).
   template <class T>
   static constexpr bool kPairRows = S::kBf16Pairs && !kInOrderRows && std::is_same_v<T, Bf16>;
   bool pair_queries() const { return kPairRows<Bf16> && p_.kv.k_type == KVType::bfloat16; }

@@ -118,7 +118,7 @@ struct SimdBatch {
   // Whether the target has load8 (8 16-bit values per load, kernel/simd/wasm.hpp); the others load W.
   static constexpr bool kLoads8 = false;
   // Whether the target reads bfloat16 rows 2W at a time into two vectors in an order of its own,
-  // pair order (load_bf16_pair, pair_source, load_pair_order, store_pair_order: kernel/simd/x86.hpp):
+  // pair order (load_bf16_pair, load_pair_order, store_pair_order: kernel/simd/x86.hpp):
   // one wide load and one instruction per vector, where the in-order load widens then shifts.
   static constexpr bool kBf16Pairs = false;
 

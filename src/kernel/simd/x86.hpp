@@ -148,19 +148,16 @@ struct Simd : SimdBatch<Arch, Simd<Arch>> {
     return B::load_bf16s(u);  // no widening instruction for this width
   }
 
-  // 2W bfloat16 values in one load, as two vectors in pair order: lane `pos` of the pair (pos < W in
-  // out[0], the rest in out[1]) holds value pair_source(pos). One instruction per vector: SSE2 and
-  // AVX2 unpack with zeros (each value in its float's upper half; AVX2 unpacks within 128-bit
-  // lanes), AVX-512F, which has no 16-bit unpack without AVX512BW, shifts the even values up and
-  // masks the odd ones. The in-order load() is a widening move and a shift per vector. A dot
-  // product reads its other operand in the same order (the decode kernel keeps a copy of the
+  // 2W bfloat16 values in one load, as two vectors in pair order. One instruction per vector: SSE2
+  // and AVX2 unpack with zeros (each value in its float's upper half), AVX-512F, which has no 16-bit
+  // unpack without AVX512BW, shifts the even values up and masks the odd ones. The in-order load()
+  // is a widening move and a shift per vector. Pair order, by width:
+  //   W = 4   in order: out[0] values 0-3, out[1] 4-7
+  //   W = 8   AVX2 unpacks within 128-bit lanes: out[0] values 0-3 and 8-11, out[1] 4-7 and 12-15
+  //   W = 16  out[0] the even values 0, 2, ... 30, out[1] the odd ones
+  // A dot product reads its other operand in the same order (the decode kernel keeps a copy of the
   // query so), P·V its output columns (load_pair_order, store_pair_order).
   static constexpr bool kBf16Pairs = true;
-  static constexpr int pair_source(int pos) {
-    if (W == 16) return pos < W ? 2 * pos : 2 * (pos - W) + 1;
-    const int v = pos / W, l = pos % W;  // W = 8: lanes 0-3 of out[v] are values 4v.., lanes 4-7 8 + 4v..
-    return l / 4 * 8 + v * 4 + l % 4;
-  }
   static void load_bf16_pair(const Bf16* p, V* out) {
 #if defined(__AVX512F__)
     if constexpr (W == 16) {
