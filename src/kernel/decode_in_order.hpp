@@ -87,8 +87,9 @@ inline void DecodeAttention<Arch>::pv_in_order(const float* const* prow, float* 
   int j = 0;
   // Natively, two rows at a time where both keys' weights fit in registers beside the two V
   // vectors: each output vector loaded and stored once per two keys (AVX2, Zen 3, GQA float32 step:
-  // in cache 55 -> 42 ns per key and KV head, from DRAM 2.43 -> 2.21 ms; MHA, memory-bound, the
-  // same). Not in WebAssembly, where it measured slower (GQA 4.76 -> 5.39 ms, docs/performance.md).
+  // in cache 55 -> 42 ns per key and KV head, from DRAM 2.85 -> 2.51 ms at 1 thread, 1.71 -> 1.39
+  // at 2; MHA, memory-bound, the same). Not in WebAssembly, where it measured slower (GQA 4.76 ->
+  // 5.39 ms, docs/performance.md).
   if constexpr (kSoftwarePrefetch && 2 * R + 3 <= S::kRegisters)
     for (; j + 2 <= n; j += 2) {
       for (int k = 0; k < 2; ++k)
