@@ -602,10 +602,14 @@ class DecodeAttention {
       orow[r] = o + active[which[r]] * dv_pad_;
     }
     const int64_t vs = p_.kv.vs.l, dv_vec = p_.Dv / W * W;
-    // Natively too for float32 V (AVX2, Zen 3, 1 thread: MHA 5.3 -> 4.8 ms, GQA 3.6 -> 3.0 ms); 16-bit
-    // V rows convert per vector, and there the output's loads and stores cost more than the passes
-    // (GQA float16 1.8 -> 2.5 ms), so they keep the passes.
-    if constexpr (kInOrderRows || std::is_same_v<T, float>) {
+    // Natively too for float32 V (AVX2, Zen 3, 1 thread: MHA 5.3 -> 4.8 ms, GQA 3.6 -> 3.0 ms), and
+    // for 16-bit V rows of one query row where the columns take more than one pass (AVX2, MHA:
+    // float16 2.41 -> 2.08 ms, bfloat16 2.65 -> 2.07; one pass already reads each row front to
+    // back, its outputs in registers). With more rows the 16-bit rows' conversions and the outputs'
+    // loads and stores cost more than the passes (GQA float16, two keys per pass: from DRAM 1.76 ->
+    // 1.63 ms, but in cache 36 -> 49 ns per key), so they keep the passes.
+    constexpr int64_t kOnePass = pv_columns_for(R) * W;
+    if (kInOrderRows || std::is_same_v<T, float> || (R == 1 && dv_vec > kOnePass)) {
       pv_in_order<R>(prow, orow, v, vs, n, dv_vec, ahead);
     } else {
       int64_t c0 = 0;
