@@ -1,6 +1,7 @@
 // The decode kernel's in-order reads (kernel/decode_kernel.hpp, kInOrderRows: targets without
-// software prefetch, WebAssembly): each K and V row read front to back, one stream the hardware's
-// prefetcher follows. 16-bit rows go 8 values per load where the target has load8 (SIMD128), whose
+// software prefetch, WebAssembly; natively too for P·V over float32 V, and over 16-bit V of one
+// query row: pv_rows): each K and V row read front to back, one stream the hardware's prefetcher
+// follows. 16-bit rows go 8 values per load where the target has load8 (SIMD128), whose
 // short half conversion is exact but for exponent 31, which these functions then redo. Out of the
 // class only to keep each file short. Included by decode_kernel.hpp alone, after the class.
 #pragma once

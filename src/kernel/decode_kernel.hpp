@@ -187,8 +187,13 @@ class DecodeAttention {
   }
   int64_t query_scratch_bytes() const { return saved_rows_offset() + kMaxRows * int64_t(sizeof(QRow)) + 64; }
   QRow* saved_query_rows(Workspace& ws) const {
-    const uint8_t* at = ws.query_blocks.data() + saved_rows_offset();  // then up to 63 bytes to a line
-    return reinterpret_cast<QRow*>((reinterpret_cast<uintptr_t>(at) + 63) & ~uintptr_t(63));
+    return on_cache_line<QRow>(ws.query_blocks.data() + saved_rows_offset());
+  }
+  // The first cache-line boundary at or after p, as a T*: the workspace's vectors promise only
+  // their element's alignment.
+  template <class T>
+  static T* on_cache_line(uint8_t* p) {
+    return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
   }
   // Each row's query quantized like a q8 key (rotated first when the keys are).
   // A call's chunks of one row block run one after another on a worker (run_decode): the rows the
@@ -231,9 +236,9 @@ class DecodeAttention {
   bool pair_queries() const { return kPairRows<Bf16> && p_.kv.k_type == KVType::bfloat16; }
   void pair_order_queries(Workspace& ws, Row* rows, int n_rows) const {
     if constexpr (kPairRows<Bf16>) {
-      // On a cache line: a vector load across two lines costs two (the vector's allocation
-      // promises 16 bytes; unaligned, the GQA step was 12% slower).
-      float* copy = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.query_blocks.data()) + 63) & ~uintptr_t(63));
+      // On a cache line: a vector load across two lines costs two (unaligned, the GQA step was 12%
+      // slower).
+      float* copy = on_cache_line<float>(ws.query_blocks.data());
       const int64_t D = p_.D, whole = D / (2 * W) * (2 * W);
       for (int r = 0; r < n_rows; ++r, copy += D) {
         if (rows[r].keys.empty()) continue;
@@ -594,36 +599,7 @@ class DecodeAttention {
   // list) at once: each V row is loaded once per pass and used by every row.
   template <int R, class T>
   MASKATTN_NOINLINE_WASM void pv_rows(const int* which, const int* active, const float* s, const T* v, int n,
-                                 int64_t ahead, float* o) const {
-    const float* prow[R];
-    float* orow[R];
-    for (int r = 0; r < R; ++r) {
-      prow[r] = s + which[r] * KT;
-      orow[r] = o + active[which[r]] * dv_pad_;
-    }
-    const int64_t vs = p_.kv.vs.l, dv_vec = p_.Dv / W * W;
-    // Natively too for float32 V (AVX2, Zen 3, 1 thread: MHA 5.3 -> 4.8 ms, GQA 3.6 -> 3.0 ms), and
-    // for 16-bit V rows of one query row where the columns take more than one pass (AVX2, MHA:
-    // float16 2.41 -> 2.08 ms, bfloat16 2.65 -> 2.07; one pass already reads each row front to
-    // back, its outputs in registers). With more rows the 16-bit rows' conversions and the outputs'
-    // loads and stores cost more than the passes (GQA float16, two keys per pass: from DRAM 1.76 ->
-    // 1.63 ms, but in cache 36 -> 49 ns per key), so they keep the passes.
-    constexpr int64_t kOnePass = pv_columns_for(R) * W;
-    if (kInOrderRows || std::is_same_v<T, float> || (R == 1 && dv_vec > kOnePass)) {
-      pv_in_order<R>(prow, orow, v, vs, n, dv_vec, ahead);
-    } else {
-      int64_t c0 = 0;
-      constexpr int C = pv_columns_for(R);
-      for (; c0 + C * W <= dv_vec; c0 += C * W) pv_columns<R, C>(prow, orow, v, vs, n, c0, c0 == 0 ? ahead : 0);
-      for (; c0 + W <= dv_vec; c0 += W) pv_columns<R, 1>(prow, orow, v, vs, n, c0, 0);
-    }
-    for (int64_t c = dv_vec; c < p_.Dv; ++c)  // columns past the last whole vector
-      for (int r = 0; r < R; ++r) {
-        float acc = orow[r][c];
-        for (int j = 0; j < n; ++j) acc += prow[r][j] * element(v[j * vs + c]);
-        orow[r][c] = acc;
-      }
-  }
+                                 int64_t ahead, float* o) const;
 
   // Each V row read once, front to back, into the output rows (in-order mode; kernel/decode_in_order.hpp).
   template <int R, class T>
@@ -635,64 +611,12 @@ class DecodeAttention {
   // `ahead` > 0: the first pass over the tile also prefetches V rows that far ahead.
   template <int R, int C, class T>
   void pv_columns(const float* const* prow, float* const* orow, const T* v, int64_t vs, int n, int64_t c0,
-                  int64_t ahead) const {
-    const int64_t pf = prefetch_keys(v_row_bytes_);
-    // bfloat16 rows two vectors at a time, the output columns held in the same pair order.
-    constexpr bool pairs = kPairRows<T> && C % 2 == 0;
-    V acc[R][C];
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; c += 1 + pairs) {
-        if constexpr (pairs) S::load_pair_order(orow[r] + c0 + c * W, acc[r] + c);
-        else acc[r][c] = S::load(orow[r] + c0 + c * W);
-      }
-    for (int j = 0; j < n; ++j) {
-      if (j + pf < ahead) prefetch_bytes(v + (j + pf) * vs, v_row_bytes_);
-      const T* vr = v + j * vs + c0;
-      V vv[C];
-      for (int c = 0; c < C; c += 1 + pairs) {
-        if constexpr (pairs) S::load_bf16_pair(vr + c * W, vv + c);
-        else vv[c] = S::load(vr + c * W);
-      }
-      for (int r = 0; r < R; ++r) {
-        const V pj = S::splat(prow[r][j]);
-        for (int c = 0; c < C; ++c) acc[r][c] = S::fma(pj, vv[c], acc[r][c]);
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int c = 0; c < C; c += 1 + pairs) {
-        if constexpr (pairs) S::store_pair_order(orow[r] + c0 + c * W, acc[r] + c);
-        else S::store(orow[r] + c0 + c * W, acc[r][c]);
-      }
-  }
+                  int64_t ahead) const;
 
   // One mixed row: only the keys its intervals and element-wise rules allow are read.
   template <class T>
   void pv_masked_row(const Row& row, const float* p, const float* valid, bool elementwise, int64_t j0, int64_t n,
-                     const T* v, float* o) const {
-    const int64_t vs = p_.kv.vs.l, dv_vec = p_.Dv / W * W;
-    const RowKeys& keys = row.keys;
-    auto allowed = [&](int64_t j) {  // j relative to j0
-      return keys.allows(j0 + j) && (!elementwise || valid[j] != 0.0f);
-    };
-    for (int64_t c0 = 0; c0 < dv_vec; c0 += NV * W) {
-      const int C = int(std::min<int64_t>(NV, (dv_vec - c0) / W));
-      V acc[NV];
-      for (int c = 0; c < C; ++c) acc[c] = S::load(o + c0 + c * W);
-      for (int64_t j = 0; j < n; ++j) {
-        if (!allowed(j)) continue;
-        const V pj = S::splat(p[j]);
-        const T* vr = v + j * vs + c0;
-        for (int c = 0; c < C; ++c) acc[c] = S::fma(pj, S::load(vr + c * W), acc[c]);
-      }
-      for (int c = 0; c < C; ++c) S::store(o + c0 + c * W, acc[c]);
-    }
-    for (int64_t c = dv_vec; c < p_.Dv; ++c) {
-      float acc = o[c];
-      for (int64_t j = 0; j < n; ++j)
-        if (allowed(j)) acc += p[j] * element(v[j * vs + c]);
-      o[c] = acc;
-    }
-  }
+                     const T* v, float* o) const;
 
   // Quantized V: columns in groups of 16 (one 16-byte load of q8 values, or the low or high
   // nibbles of a q4 block's 16 bytes), NG groups per pass; each group is 16 / W vectors.
@@ -771,4 +695,5 @@ class DecodeAttention {
 }  // namespace maskattn::detail
 
 #include "kernel/decode_in_order.hpp"  // K and V rows read in order, defined out of the class
+#include "kernel/decode_pv_rows.hpp"  // P·V of float32 and 16-bit V, defined out of the class
 #include "kernel/decode_pv_quant.hpp"  // P·V of quantized V, defined out of the class
