@@ -143,6 +143,7 @@ void compute(const Problem& p, ReferenceResult& res) {
   res.fully_masked.assign(size_t(p.B * p.Hq * p.Lq), 0);
   std::vector<Real> logit(size_t(p.Lk));
   std::vector<uint8_t> use(size_t(p.Lk));
+  std::vector<Real> acc(size_t(p.Dv));
   // Plain float K and V (a cache of another dtype or pages reach here converted by the dispatch
   // layer: execute.cpp's logical_keys), strides in floats; a ring's rows stay in its slots (slot(j)).
   const float* const pk = static_cast<const float*>(p.kv.k);
@@ -261,12 +262,16 @@ void compute(const Problem& p, ReferenceResult& res) {
           if (use[j]) sum += std::exp(logit[j] - m);
         for (int64_t j = 0; j < p.Lk; ++j)
           if (use[j]) w[j] = double(std::exp(logit[j] - m) / sum);
-        for (int64_t c = 0; c < p.Dv; ++c) {
-          Real acc = 0;
-          for (int64_t j = 0; j < p.Lk; ++j)
-            if (use[j]) acc += Real(w[j]) * Real(v[p.kv.slot(j) * vs.l + c]);  // masked V never read
-          out[c] = double(acc);
+        // Key by key, a row of V each (masked V never read): every output column still sums its
+        // terms in key order, but the loop visits only the keys in use, and V row by row.
+        std::fill(acc.begin(), acc.end(), Real(0));
+        for (int64_t j = 0; j < p.Lk; ++j) {
+          if (!use[j]) continue;
+          const Real wj = Real(w[j]);
+          const float* vj = v + p.kv.slot(j) * vs.l;
+          for (int64_t c = 0; c < p.Dv; ++c) acc[size_t(c)] += wj * Real(vj[c]);
         }
+        for (int64_t c = 0; c < p.Dv; ++c) out[c] = double(acc[size_t(c)]);
         res.lse[row] = double(m + std::log(sum));
       }
     }
