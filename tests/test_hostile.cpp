@@ -839,7 +839,7 @@ TEST(Hostile, EmptyHeadDimWithNullDataAndRealStrides) {
 }
 
 // Parts with no rows (any dimension 0, however large the others) merge into an empty result at
-// once: the merge returned only after visiting 2^45 empty (b, h) pairs (issue 25: hours).
+// once: the merge returned only after visiting 2^45 empty (b, h) pairs (hours).
 TEST(Hostile, MergeOfNoRowsReturnsAtOnce) {
   const auto started = std::chrono::steady_clock::now();
   for (auto dims : {std::array<int64_t, 4>{p2(45), 1, 0, 8}, std::array<int64_t, 4>{p2(31), p2(31), 0, 8},

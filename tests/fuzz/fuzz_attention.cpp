@@ -1135,8 +1135,8 @@ void merge_case(FuzzedDataProvider& in) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The edges (issue 25), run on the bytes a case left over (so that the corpus's inputs keep their
-// cases): merging parts with no rows (a zero dimension beside others up to 2^45) returns at once;
+// The edges, run on the bytes a case left over (so that the corpus's inputs keep their cases):
+// merging parts with no rows (a zero dimension beside others up to 2^45) returns at once;
 // quantized appends near float's limits (±FLT_MAX, just below it, subnormal, tiny normal, -0
 // blocks) read back finite, within the documented bound where the block's scale is a normal float.
 // ---------------------------------------------------------------------------------------------

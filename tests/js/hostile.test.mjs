@@ -459,7 +459,7 @@ const ROWS = [
     type: TypeError, arg: 'parts[0]', says: ['weights'],
   }],
   // mergeAttention: the caller's array is read by index, once; its own map/iterator never runs
-  // (issue 25: a subclass's map() returned records that made the copy overrun its block).
+  // (once, a subclass's map() returned records that made the copy overrun its block).
   ['mergeAttention of an Array subclass whose map() forges records', {
     call: ({ ma }) => {
       class Forged extends Array {
