@@ -154,10 +154,11 @@ TEST(LongRing, EveryDtypePastTwoToThe24TokensWithRopeAndSinkTokens) {
         for (int64_t d = 0; d < kD; ++d) k[size_t((bh * T + t) * kD + d)] = rng.uniform(-1, 1);
         for (int64_t d = 0; d < kDv; ++d) v[size_t((bh * T + t) * kDv + d)] = rng.uniform(-1, 1);
       };
-      for (int64_t bh = 0; bh < kB * kHkv && fresh; ++bh) {
-        for (int64_t t = 0; t < std::min(kSinks, T); ++t) fill(bh, t);
-        for (int64_t t = std::max(kSinks, T - cfg.capacity); t < T; ++t) fill(bh, t);
-      }
+      if (fresh)
+        for (int64_t bh = 0; bh < kB * kHkv; ++bh) {
+          for (int64_t t = 0; t < std::min(kSinks, T); ++t) fill(bh, t);
+          for (int64_t t = std::max(kSinks, T - cfg.capacity); t < T; ++t) fill(bh, t);
+        }
       cache.append(maskattn::bhld<const float>(k.data(), kB, kHkv, T, kD),
                    maskattn::bhld<const float>(v.data(), kB, kHkv, T, kDv), counts);
     };
