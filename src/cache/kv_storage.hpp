@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cache_line.hpp"
 #include "base/errors.hpp"
 #include "kernel/half.hpp"
 #include "kernel/quant.hpp"
@@ -37,8 +38,8 @@ struct KVCache::Impl {
   std::optional<detail::RopeRotation> rope;  // cfg.rope's frequencies, made once (copied per call)
   int64_t k_row_bytes = 0, v_row_bytes = 0;
   // Contiguous layout: [B, Hkv, capacity] rows of K and of V, in their dtype's format
-  // (kernel/quant.hpp). uint8_t storage from operator new is aligned for floats and halves.
-  std::vector<uint8_t> k, v;
+  // (kernel/quant.hpp), each starting on a cache line (base/cache_line.hpp).
+  detail::LineBytes k, v;
   std::vector<int32_t> lengths;     // tokens seen per sequence (absolute positions)
   std::vector<int32_t> first;       // lowest window position still held (a ring overwrites older ones)
 
@@ -46,7 +47,7 @@ struct KVCache::Impl {
   // [Hkv, P]. table[b * pages_per_seq + s / P] is the page of slot s of sequence b (-1 = none yet);
   // refs counts the sequences sharing a page (fork), and a write into a shared page copies it first.
   int64_t pages_per_seq = 0, k_page_bytes = 0, page_bytes = 0;
-  std::vector<std::unique_ptr<uint8_t[]>> pool;
+  std::vector<detail::LineBytes> pool;  // each page on a cache line
   std::vector<int32_t> refs, free_pages, table;
   std::vector<const uint8_t*> k_pages, v_pages;  // the kernels' view of `table`: [B * pages_per_seq]
 
@@ -72,8 +73,8 @@ struct KVCache::Impl {
   // ---- pages
   void point(int64_t at) {
     const int32_t e = table[size_t(at)];
-    k_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].get();
-    v_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].get() + k_page_bytes;
+    k_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].data();
+    v_pages[size_t(at)] = e < 0 ? nullptr : pool[size_t(e)].data() + k_page_bytes;
   }
   int32_t new_page() {
     if (!free_pages.empty()) {
@@ -84,7 +85,7 @@ struct KVCache::Impl {
     }
     // Everything that may throw first (the page, room in every list), so a bad_alloc changes
     // nothing; free_pages can then never grow past pool.size(): release_page cannot throw.
-    auto page = std::make_unique<uint8_t[]>(size_t(page_bytes));  // zeroed
+    detail::LineBytes page(static_cast<size_t>(page_bytes));  // zeroed
     pool.reserve(pool.size() + 1);
     refs.reserve(pool.size() + 1);
     free_pages.reserve(pool.size() + 1);
@@ -102,7 +103,7 @@ struct KVCache::Impl {
       table[size_t(at)] = n;
     } else if (refs[size_t(e)] > 1) {
       const int32_t n = new_page();  // may reallocate pool: index again below
-      std::memcpy(pool[size_t(n)].get(), pool[size_t(table[size_t(at)])].get(), size_t(page_bytes));
+      std::memcpy(pool[size_t(n)].data(), pool[size_t(table[size_t(at)])].data(), size_t(page_bytes));
       --refs[size_t(table[size_t(at)])];
       table[size_t(at)] = n;
     }

@@ -6,7 +6,7 @@
 namespace maskattn::detail {
 namespace {
 template <class T>
-void grow(std::vector<T>& v, int64_t n) {
+void grow(LineVector<T>& v, int64_t n) {
   if (int64_t(v.size()) < n) v.resize(size_t(n));
 }
 }  // namespace

@@ -7,34 +7,37 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/cache_line.hpp"
 #include "kernel/softmax_row.hpp"
 #include "maskattn/maskattn.hpp"
 
 namespace maskattn::detail {
 
+// Every array starts on a cache line: the kernels' vector loads and stores of scores, query
+// copies and output rows never straddle two lines.
 struct Workspace {
   // Prefill (kernel/prefill_kernel.hpp: blocks of QR rows, NB blocks a super-block, KT-key tiles).
-  std::vector<float> ktiles;     // [tiles][KT][D]: key rows as float (KV caches of other dtypes)
-  std::vector<float> vtiles;     // [tiles][KT][Dv]: value rows as float
-  std::vector<uint8_t> tile_flags;  // [tiles]: converted / V finiteness, for the current (b, kv head)
-  std::vector<int32_t> seg_min, seg_max;  // [tiles]: key segment id range per tile
-  std::vector<float> qblock;     // [NB][D][QR]: query rows transposed
-  std::vector<float> row_state;  // [NB][3][QR]: each row's running max, sum and has_key (1/0)
-  std::vector<float> edge_rows;  // [NK][D + Dv]: a key group's K and V rows copied (a cut, the last keys)
+  LineVector<float> ktiles;     // [tiles][KT][D]: key rows as float (KV caches of other dtypes)
+  LineVector<float> vtiles;     // [tiles][KT][Dv]: value rows as float
+  LineVector<uint8_t> tile_flags;  // [tiles]: converted / V finiteness, for the current (b, kv head)
+  LineVector<int32_t> seg_min, seg_max;  // [tiles]: key segment id range per tile
+  LineVector<float> qblock;     // [NB][D][QR]: query rows transposed
+  LineVector<float> row_state;  // [NB][3][QR]: each row's running max, sum and has_key (1/0)
+  LineVector<float> edge_rows;  // [NK][D + Dv]: a key group's K and V rows copied (a cut, the last keys)
   // Shared by both kernels: prefill [NB][Dv][QR] (transposed) / decode [rows][dv_pad] outputs; the
   // element-wise mask (decode [rows][KT]; prefill: tile_bits) and bias of a tile (prefill [KT][QR]
   // transposed, decode [rows][KT]); scores
   // (decode [rows][KT]; prefill: row-major temporaries, 2 x [QR][max(KT, Dv)]).
-  std::vector<float> oacc;
-  std::vector<float> valid;
+  LineVector<float> oacc;
+  LineVector<float> valid;
   // Prefill: a mixed tile's element-wise rules as bits, [KT / 32][QR] (bit j % 32 of word
   // [j / 32][r]: row r may attend the tile's key j).
-  std::vector<uint32_t> tile_bits;
-  std::vector<float> bias_tile;
-  std::vector<float> scores;
-  std::vector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
+  LineVector<uint32_t> tile_bits;
+  LineVector<float> bias_tile;
+  LineVector<float> scores;
+  LineVector<float> mean_v;     // [Dv]: mean of V over all keys (uniform policy)
   // Decode over quantized keys: the block's query rows quantized (kernel/quant_dot.hpp).
-  std::vector<uint8_t> query_blocks;
+  LineVector<uint8_t> query_blocks;
   bool mean_v_ready = false;
   // The decode call this workspace serves (run_decode numbers each with next_call(); 0 = none),
   // and the rows whose quantized queries query_blocks holds: made in call queries_call for (b, kv
@@ -42,8 +45,8 @@ struct Workspace {
   uint64_t call = 0, queries_call = 0;
   int64_t queries_b = -1, queries_hkv = -1, queries_r0 = -1;
   // Split-K partial results of the decode kernel (unnormalised output rows and their states).
-  std::vector<float> partial_o;
-  std::vector<SoftmaxRow> partial_states;
+  LineVector<float> partial_o;
+  LineVector<SoftmaxRow> partial_states;
   int64_t b = -1, hkv = -1;
   Stats stats;
 
