@@ -75,6 +75,14 @@ float sum_floats(const float* p, size_t n) {
   return s;
 }
 
+Bandwidth summary(std::vector<double>& gbs) {
+  std::sort(gbs.begin(), gbs.end());
+  Bandwidth b;
+  b.best_gbs = gbs.back();
+  b.median_gbs = gbs[gbs.size() / 2];
+  return b;
+}
+
 }  // namespace
 
 double fma_peak_gflops(int threads, long iters, int reps) {
@@ -104,11 +112,22 @@ Bandwidth read_bandwidth(const float* buf, size_t n, int threads, int reps) {
     });
     gbs.push_back(double(part) * threads * sizeof(float) / s * 1e-9);
   }
-  std::sort(gbs.begin(), gbs.end());
-  Bandwidth b;
-  b.best_gbs = gbs.back();
-  b.median_gbs = gbs[gbs.size() / 2];
-  return b;
+  return summary(gbs);
+}
+
+Bandwidth tiled_read_bandwidth(const float* buf, size_t n, size_t tile_floats, int reps) {
+  std::vector<double> gbs;
+  std::atomic<float> sink{0};
+  const size_t half = n / 2 / tile_floats * tile_floats;
+  for (int r = 0; r < reps; ++r) {
+    float s = 0;
+    const auto t0 = clock_type::now();
+    for (size_t i = 0; i < half; i += tile_floats) s += sum_floats(buf + i, tile_floats) + sum_floats(buf + half + i, tile_floats);
+    const double sec = std::chrono::duration<double>(clock_type::now() - t0).count();
+    sink.store(s, std::memory_order_relaxed);
+    gbs.push_back(double(2 * half) * sizeof(float) / sec * 1e-9);
+  }
+  return summary(gbs);
 }
 
 }  // namespace probes

@@ -16,5 +16,8 @@ struct Bandwidth {
 // Read bandwidth: `threads` threads sum disjoint parts of buf[0, n) (SIMD, several accumulators);
 // GB/s = 1e9 bytes per second, over `reps` runs.
 Bandwidth read_bandwidth(const float* buf, size_t n, int threads, int reps);
+// The same read in the decode step's order, one thread: the two halves of buf[0, n) (K and V)
+// in alternating tiles of tile_floats (a 64-key tile of K rows, then of V rows), no compute.
+Bandwidth tiled_read_bandwidth(const float* buf, size_t n, size_t tile_floats, int reps);
 
 }  // namespace probes
