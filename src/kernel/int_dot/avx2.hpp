@@ -22,7 +22,7 @@ struct QuantDot : DequantAvx2<Arch> {
   using FV = typename Simd<FArch>::V;
   using Row = QueryRow<int8_t>;
   static constexpr bool kQ4PairOrder = false;
-  static constexpr int32_t kQ8Offset = 0;
+  static constexpr int32_t kQ8Offset = 0;  // so q8 keys add no constant term (dot, qk_tile)
   static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   template <int RB, bool Q4>
   static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
@@ -42,8 +42,9 @@ struct QuantDot : DequantAvx2<Arch> {
       for (int r = 0; r < RB; ++r) {
         const __m256i qv = load(q[r]->q + blk * 32);
         const __m256i pairs = _mm256_maddubs_epi16(kabs, Q4 ? qv : _mm256_sign_epi8(qv, kv));
-        const __m256i sums = _mm256_add_epi32(load((Q4 ? q[r]->bias4 : q[r]->bias8) + blk * 8),
-                                              _mm256_madd_epi16(pairs, ones));
+        // q8's constant term is 0 (kQ8Offset): no load and add of bias8 per block and row.
+        __m256i sums = _mm256_madd_epi16(pairs, ones);
+        if constexpr (Q4) sums = _mm256_add_epi32(load(q[r]->bias4 + blk * 8), sums);
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(q[r]->d[blk] * kd), acc[r]);
       }
     }
@@ -76,7 +77,7 @@ struct QuantDot : DequantAvx2<Arch> {
       const __m256 kscale = _mm256_load_ps(kd);
       for (int r = 0; r < RB; ++r) {
         const int8_t* qb = q[r]->q + blk * 32;
-        __m256i acc = _mm256_set1_epi32((Q4 ? q[r]->bias4 : q[r]->bias8)[blk * 8]);
+        __m256i acc = Q4 ? _mm256_set1_epi32(q[r]->bias4[blk * 8]) : _mm256_setzero_si256();  // q8: kQ8Offset 0
         for (int d = 0; d < 8; ++d) {
           int32_t x;
           std::memcpy(&x, qb + 4 * d, 4);
