@@ -30,7 +30,8 @@ export const CACHE_SHAPES = [
 /**
  * Runs the steps; returns { probes: { build: GB/s }, results: [row] } where a row holds the shape,
  * build, dtype, ms (median), gbs, probe_share, vs_f32, ns_per_key (from memory),
- * ns_per_key_in_cache, error (max |dO| / max |V| against the same build's float32 cache) and cosine.
+ * ns_per_key_in_cache (null at more than 1 thread), error (max |dO| / max |V| against the same
+ * build's float32 cache) and cosine.
  * Progress goes to console.error (in a page, its console: bench/js/chromium-bench.mjs forwards it).
  */
 export async function cacheSteps({ indexUrl, builds, shapes, reps }) {
@@ -125,9 +126,12 @@ export async function cacheSteps({ indexUrl, builds, shapes, reps }) {
         const [a, c] = p.small;
         results.push({
           shape: s.name, build: b.name, dtype: p.dtype.name, ms, gbs, probe_share: gbs / probes[b.name], vs_f32: f32 / ms,
-          // ns per key and KV head: from memory (the whole step), in cache (the small caches' slope).
+          // ns per key and KV head: from memory (the whole step), in cache (the small caches' slope;
+          // at 1 thread only: split over threads, the small steps are the pool's wake-ups, and
+          // their slope came out negative).
           ns_per_key: (ms * 1e6) / (s.Hkv * s.L),
-          ns_per_key_in_cache: ((median(c.times) - median(a.times)) * 1e6) / (s.Hkv * (c.keys - a.keys)),
+          ns_per_key_in_cache: p.build.threads > 1 ? null
+            : ((median(c.times) - median(a.times)) * 1e6) / (s.Hkv * (c.keys - a.keys)),
           error: maxAbsDiff(p.out, mine[0].out) / maxV, cosine: cosine(p.out, mine[0].out),
         });
       }
@@ -148,8 +152,8 @@ export function formatCacheSteps({ probes, results }, shapes) {
     for (const row of results.filter((r) => r.shape === s.name))
       lines.push(`${pad(row.build, 20)} ${pad(row.dtype, 8)} ${lpad(row.ms.toFixed(3), 9)} ${lpad(row.gbs.toFixed(1), 7)} ` +
         `${lpad(`${(100 * row.probe_share).toFixed(0)}%`, 8)} ${lpad(`${row.vs_f32.toFixed(2)}x`, 10)} ` +
-        `${lpad(row.ns_per_key.toFixed(2), 11)} ${lpad(row.ns_per_key_in_cache.toFixed(2), 9)} ` +
-        `${lpad(`${(100 * row.ns_per_key_in_cache / row.ns_per_key).toFixed(0)}%`, 10)} ` +
+        `${lpad(row.ns_per_key.toFixed(2), 11)} ${lpad(row.ns_per_key_in_cache?.toFixed(2) ?? '-', 9)} ` +
+        `${lpad(row.ns_per_key_in_cache == null ? '-' : `${(100 * row.ns_per_key_in_cache / row.ns_per_key).toFixed(0)}%`, 10)} ` +
         `${lpad((100 * row.error).toFixed(4), 13)} ${lpad(row.cosine.toFixed(6), 9)}`);
   }
   return lines.join('\n');
