@@ -191,6 +191,20 @@ TEST(KVTypeTable, NamesAreTheDocumentedSpellingsAndEarlierOnesStillWork) {
   EXPECT_STREQ(maskattn::kv_type_info(static_cast<KVType>(99)).name, "?");
 }
 
+// The rows start on a cache line (the kernels' 32- and 64-byte loads of a row never straddle two
+// lines): small blocks from the heap and large ones mapped apart alike, for every dtype.
+TEST(KVCacheStorage, KAndVStartOnACacheLine) {
+  for (KVType dtype : maskattn::kKVTypes)
+    for (int64_t capacity : {int64_t(3), int64_t(5000)}) {
+      KVCacheConfig cfg;
+      cfg.batch = 2; cfg.kv_heads = 3; cfg.capacity = capacity; cfg.head_dim = 64; cfg.dtype = dtype;
+      const KVCache cache(cfg);
+      SCOPED_TRACE(std::string(maskattn::kv_type_name(dtype)) + " capacity " + std::to_string(capacity));
+      EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(cache.key_data()) % 64);
+      EXPECT_EQ(0u, reinterpret_cast<uintptr_t>(cache.value_data()) % 64);
+    }
+}
+
 TEST(KVTypeTable, EachDtypesFactsAreWhatItsCacheDoes) {
   for (KVType t : maskattn::kKVTypes) {
     const maskattn::KVTypeInfo info = maskattn::kv_type_info(t);

@@ -165,7 +165,8 @@ class KVCache {
   // The storage, for zero-copy use: K is [B, Hkv, capacity, key row] and V [B, Hkv, capacity, value row],
   // contiguous: float, uint16_t halves, or quantized rows (docs/semantics.md, "Quantized caches");
   // with a window, position p is in slot p % capacity (p < sink_tokens: slot p; later positions:
-  // slot S + (p - S) % (capacity - S)). A paged cache has no single block: null.
+  // slot S + (p - S) % (capacity - S)). Each block starts on a 64-byte cache line. A paged cache
+  // has no single block: null.
   const void* key_data() const noexcept;
   const void* value_data() const noexcept;
 
