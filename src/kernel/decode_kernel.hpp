@@ -105,7 +105,7 @@ class DecodeAttention {
   void reserve(Workspace& ws) const {
     ws.reserve(KT, dv_pad_, kMaxRows, p_.Dv);
     if (is_quantized(p_.kv.k_type)) ws.reserve_query_blocks(query_scratch_bytes());
-    if (pair_queries()) ws.reserve_query_blocks(kMaxRows * p_.D * int64_t(sizeof(float)) + 64);
+    if (copied_queries()) ws.reserve_query_blocks(kMaxRows * query_copy_stride() * int64_t(sizeof(float)) + 64);
   }
 
   // Row r of a group is query head hkv * group + r / Lq at position r % Lq.
@@ -137,7 +137,7 @@ class DecodeAttention {
       return;
     }
     if (is_quantized(p_.kv.k_type)) quantize_queries(ws, rows, n_rows, b, hkv, r0);
-    if (pair_queries()) pair_order_queries(ws, rows, n_rows);
+    if (copied_queries()) copy_queries(ws, rows, n_rows);
     const int64_t t_begin = (first - k0) / KT, t_end = (last - k0 + KT - 1) / KT;
     ws.stats.tiles_skipped += (k1 - k0 + KT - 1) / KT - (t_end - t_begin);
     // Tiles of KT keys on the chunk's grid, cut where rows stop being consecutive in memory (a
@@ -227,30 +227,30 @@ class DecodeAttention {
     ws.queries_r0 = r0;
   }
 
-  // bfloat16 keys read in pairs (Simd::kBf16Pairs) meet a copy of each query in the same order:
-  // each whole block of 2W values permuted (load_pair_order), the rest as it is. Per chunk of keys,
-  // D floats per row (the keys it meets: up to 512 per chunk, 2D bytes each).
+  // Float keys read with software prefetch meet a copy of each query row on a cache line (a row 16
+  // bytes off one had half its loads straddle two lines: GQA float32 in L3 49 -> 45 ns per key);
+  // bfloat16 keys read in pairs (Simd::kBf16Pairs) meet it in their order (load_pair_order on each
+  // whole block of 2W values). Per chunk of keys (up to 512), D floats per row.
   template <class T>
   static constexpr bool kPairRows = S::kBf16Pairs && !kInOrderRows && std::is_same_v<T, Bf16>;
-  bool pair_queries() const { return kPairRows<Bf16> && p_.kv.k_type == KVType::bfloat16; }
-  void pair_order_queries(Workspace& ws, Row* rows, int n_rows) const {
-    if constexpr (kPairRows<Bf16>) {
-      // On a cache line: a vector load across two lines costs two (unaligned, the GQA step was 12%
-      // slower).
-      float* copy = on_cache_line<float>(ws.query_blocks.data());
-      const int64_t D = p_.D, whole = D / (2 * W) * (2 * W);
-      for (int r = 0; r < n_rows; ++r, copy += D) {
-        if (rows[r].keys.empty()) continue;
-        const float* q = rows[r].q;
+  int64_t query_copy_stride() const { return (p_.D + 15) / 16 * 16; }
+  bool copied_queries() const { return !kInOrderRows && !is_quantized(p_.kv.k_type); }
+  void copy_queries(Workspace& ws, Row* rows, int n_rows) const {
+    const bool pairs = kPairRows<Bf16> && p_.kv.k_type == KVType::bfloat16;
+    float* copy = on_cache_line<float>(ws.query_blocks.data());
+    const int64_t D = p_.D, whole = pairs ? D / (2 * W) * (2 * W) : 0;
+    for (int r = 0; r < n_rows; ++r, copy += query_copy_stride()) {
+      if (rows[r].keys.empty()) continue;
+      const float* q = rows[r].q;
+      if constexpr (kPairRows<Bf16>)
         for (int64_t d = 0; d < whole; d += 2 * W) {
           V pair[2];
           S::load_pair_order(q + d, pair);
           S::store(copy + d, pair[0]);
           S::store(copy + d + W, pair[1]);
         }
-        std::copy(q + whole, q + D, copy + whole);
-        rows[r].q = copy;
-      }
+      std::copy(q + whole, q + D, copy + whole);
+      rows[r].q = copy;
     }
   }
 
@@ -390,12 +390,12 @@ class DecodeAttention {
     if constexpr (W == 1) {
       qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
     } else {
-      // Natively up to 8 lanes, 2 rows x W / 2 keys (the next rows read the keys from L1): 4 rows x
-      // 2 keys spent the load ports on queries (AVX2, Zen 3, GQA in L3, ns per key: float32 54 -> 43,
-      // bfloat16 40 -> 37; with queries off a cache line float16 43 -> 37). In order, 4 rows fit
-      // 4 lanes' registers: each K row is read, and converted, once for 4 rows.
+      // Natively up to 8 lanes, 16-bit keys in blocks of 2 rows x W / 2 keys, read again from L1 by
+      // the next rows (AVX2, Zen 3, GQA in L3: bfloat16 40 -> 37 ns per key); float32 keys at 4 rows
+      // x 2 keys, which from DRAM ran 71 ns per key to 2 x 4's 80 (D = 192: 91 to 122). In order,
+      // 4 rows fit 4 lanes' registers: each K row is read, and converted, once for 4 rows.
       if (n_rows == 1) qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
-      else if (n_rows == 2 || (W <= 8 && !kInOrderRows)) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, s);
+      else if (n_rows == 2 || (W <= 8 && !kInOrderRows && !std::is_same_v<T, float>)) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, s);
       else if (n_rows <= 4) qk_block_call<4>(qrows, n_rows, k, n, kt, ahead, s);
       else qk_block_call<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, s);
     }
@@ -431,7 +431,7 @@ class DecodeAttention {
           for (int x = 0; x < W; ++x) acc[x] = S::splat(0.0f);
           int64_t d = 0;
           if constexpr (kPairRows<T>) {
-            // q[r] is in pair order here (pair_order_queries). Up to 2 keys' pairs are loaded
+            // q[r] is in pair order here (copy_queries). Up to 2 keys' pairs are loaded
             // before the rows (each row's query read once for them); more keys go one at a time,
             // each row's query kept in registers across them. (AVX2, Zen 3, in L3: GQA, 4 rows x
             // 2 keys, one key at a time 43 ns per key, two 39; MHA, 1 row x 8 keys, two at a time
