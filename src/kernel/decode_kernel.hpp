@@ -390,12 +390,12 @@ class DecodeAttention {
     if constexpr (W == 1) {
       qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
     } else {
-      // Natively up to 8 lanes, 16-bit keys in blocks of 2 rows x W / 2 keys, read again from L1 by
-      // the next rows (AVX2, Zen 3, GQA in L3: bfloat16 40 -> 37 ns per key); float32 keys at 4 rows
-      // x 2 keys, which from DRAM ran 71 ns per key to 2 x 4's 80 (D = 192: 91 to 122). In order,
-      // 4 rows fit 4 lanes' registers: each K row is read, and converted, once for 4 rows.
+      // Natively, 2 rows x W / 2 keys on 4 lanes, and on 8 for 16-bit keys, read again from L1 by
+      // the next rows (AVX2, Zen 3, GQA in L3: bfloat16 40 -> 37 ns per key); float32 keys on 8 at
+      // 4 rows x 2 keys, which from DRAM ran 71 ns per key to 2 x 4's 80 (D = 192: 91 to 122). In
+      // order, 4 rows fit 4 lanes' registers: each K row is read, and converted, once for 4 rows.
       if (n_rows == 1) qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
-      else if (n_rows == 2 || (W <= 8 && !kInOrderRows && !std::is_same_v<T, float>)) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, s);
+      else if (n_rows == 2 || (!kInOrderRows && (W == 4 || (W == 8 && !std::is_same_v<T, float>)))) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, s);
       else if (n_rows <= 4) qk_block_call<4>(qrows, n_rows, k, n, kt, ahead, s);
       else qk_block_call<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, s);
     }
