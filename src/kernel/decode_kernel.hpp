@@ -23,6 +23,7 @@
 #pragma once
 
 #include "base/arch_namespace.hpp"
+#include "base/cache_line.hpp"
 #include "base/compiler.hpp"
 
 #include <algorithm>
@@ -105,7 +106,7 @@ class DecodeAttention {
   void reserve(Workspace& ws) const {
     ws.reserve(KT, dv_pad_, kMaxRows, p_.Dv);
     if (is_quantized(p_.kv.k_type)) ws.reserve_query_blocks(query_scratch_bytes());
-    if (copied_queries()) ws.reserve_query_blocks(kMaxRows * query_copy_stride() * int64_t(sizeof(float)) + 64);
+    if (copied_queries()) ws.reserve_query_blocks(kMaxRows * query_copy_stride() * int64_t(sizeof(float)));
   }
 
   // Row r of a group is query head hkv * group + r / Lq at position r % Lq.
@@ -181,18 +182,14 @@ class DecodeAttention {
 
   // [kMaxRows] prepared rows, then D floats (a rotated row), one q8 row, and the kMaxRows QRow
   // views of the last rows prepared (reused by the next chunk of the same rows: quantize_queries).
+  // On a cache line, as the workspace's arrays start on one (base/cache_line.hpp).
   int64_t saved_rows_offset() const {
-    return kMaxRows * QRow::bytes(nb_) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D) + 64;
+    const int64_t end = kMaxRows * QRow::bytes(nb_) + 4 * p_.D + stored_row_bytes(KVType::q8, p_.D);
+    return (end + int64_t(kCacheLine) - 1) / int64_t(kCacheLine) * int64_t(kCacheLine);
   }
-  int64_t query_scratch_bytes() const { return saved_rows_offset() + kMaxRows * int64_t(sizeof(QRow)) + 64; }
+  int64_t query_scratch_bytes() const { return saved_rows_offset() + kMaxRows * int64_t(sizeof(QRow)); }
   QRow* saved_query_rows(Workspace& ws) const {
-    return on_cache_line<QRow>(ws.query_blocks.data() + saved_rows_offset());
-  }
-  // The first cache-line boundary at or after p, as a T*: the workspace's vectors promise only
-  // their element's alignment.
-  template <class T>
-  static T* on_cache_line(uint8_t* p) {
-    return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t(63));
+    return reinterpret_cast<QRow*>(ws.query_blocks.data() + saved_rows_offset());
   }
   // Each row's query quantized like a q8 key (rotated first when the keys are).
   // A call's chunks of one row block run one after another on a worker (run_decode): the rows the
@@ -237,7 +234,7 @@ class DecodeAttention {
   bool copied_queries() const { return !kInOrderRows && !is_quantized(p_.kv.k_type); }
   void copy_queries(Workspace& ws, Row* rows, int n_rows) const {
     const bool pairs = kPairRows<Bf16> && p_.kv.k_type == KVType::bfloat16;
-    float* copy = on_cache_line<float>(ws.query_blocks.data());
+    float* copy = reinterpret_cast<float*>(ws.query_blocks.data());  // on a line (base/cache_line.hpp)
     const int64_t D = p_.D, whole = pairs ? D / (2 * W) * (2 * W) : 0;
     for (int r = 0; r < n_rows; ++r, copy += query_copy_stride()) {
       if (rows[r].keys.empty()) continue;
