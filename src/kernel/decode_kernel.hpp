@@ -497,15 +497,17 @@ class DecodeAttention {
     else if constexpr ((HasQkTile<QD, false>::value || HasQkTile<QD, true>::value) && L == 16) run(std::integral_constant<int, 8>{});
   }
 
-  // Quantized K rows [from, to) (a tile ahead of the keys in use): each line once where the rows are
-  // packed (144-byte q8 rows span 2.25 lines; requested per row, 3), else each row's own lines.
-  MASKATTN_PREFETCH_INLINE void prefetch_key_rows(const uint8_t* k, int64_t from, int64_t to, int64_t ks) const {
-    if (to <= from) return;
-    if (ks == k_row_bytes_) {
-      prefetch_bytes(k + from * ks, (to - from) * ks);
-    } else {
-      for (int64_t c = from; c < to; ++c) prefetch_row(k + c * ks, k_row_bytes_);
-    }
+  // Before Q·Kᵀ over quantized keys [j, j + count) of a tile at k: their rows ahead requested by
+  // QD's block loops where it can (returned: the bytes ahead to pass; quant_dot.hpp, RequestsKeyRows),
+  // else here, a tile ahead: each line once where the rows are packed (144-byte q8 rows span 2.25
+  // lines; requested per row, 3), else each row's own lines.
+  MASKATTN_PREFETCH_INLINE int64_t request_keys(const uint8_t* k, int j, int count, int64_t ahead, int64_t ks) const {
+    const int64_t d = RequestsKeyRows<QD>::value ? prefetch_keys(k_row_bytes_) : KT;
+    const int64_t from = j + d, to = std::min<int64_t>(from + count, ahead);
+    if (RequestsKeyRows<QD>::value && from + count <= ahead) return d * ks;
+    if (ks == k_row_bytes_) prefetch_bytes(k + from * ks, std::max<int64_t>(0, to - from) * ks);
+    else for (int64_t c = from; c < to; ++c) prefetch_row(k + c * ks, k_row_bytes_);
+    return 0;
   }
 
   // D = 128, 256 and 512 (4, 8, 16 blocks: the head sizes models use) get copies with the block count
@@ -536,9 +538,9 @@ class DecodeAttention {
         for (int j = 0; j < kt; j += L) {
           const uint8_t* kr[L];
           for (int c = 0; c < L; ++c) kr[c] = k + std::min(j + c, n - 1) * ks;
-          if (r0 == 0) prefetch_key_rows(k, j + KT, std::min<int64_t>(j + KT + L, ahead), ks);
+          const int64_t pf = r0 == 0 ? request_keys(k, j, L, ahead, ks) : 0;
           QuantDotOf<QD, KTraits::kType>::template qk_tile<RB, NB>(q, kr, scales_at, nb, s + r0 * KT + j, KT,
-                                                               std::min(RB, n_rows - r0));
+                                                               std::min(RB, n_rows - r0), pf);
         }
       }
       return;
@@ -571,10 +573,10 @@ class DecodeAttention {
       const QRow* q[RB];
       for (int r = 0; r < RB; ++r) q[r] = qq[std::min(r0 + r, n_rows - 1)];
       for (int j = 0; j < kt; j += KB) {
-        // Each key's row a tile ahead, a few lines per key (measured: the float kernels' 16-key
-        // distance left the quantized kernel, busier per byte, waiting on memory; a whole tile
-        // requested at once at the tile's start stalled the float kernels' own loads).
-        if (r0 == 0) prefetch_key_rows(k, j + KT, std::min<int64_t>(j + KT + KB, ahead), ks);
+        // Where the kernel requests them, each key's row a tile ahead (measured: the float kernels'
+        // 16-key distance left the quantized kernel waiting on memory; a whole tile requested at
+        // once at the tile's start stalled the float kernels' own loads).
+        const int64_t pf = r0 == 0 ? request_keys(k, j, KB, ahead, ks) : 0;
         FV acc[L];
         for (int x = 0; x < L; ++x) acc[x] = FS::splat(0.0f);
         // Unrolled: the KB accumulators stay in registers (measured: as a loop they round-trip the stack).
@@ -582,7 +584,7 @@ class DecodeAttention {
         for (int c = 0; c < KB; ++c) {
           const uint8_t* kr = k + std::min(j + c, n - 1) * ks;
           QuantDotOf<QD, KTraits::kType>::template dot<RB, Form>(q, kr, reinterpret_cast<const float*>(kr + scales_at),
-                                                                 nb, acc + c, KB);
+                                                                 nb, acc + c, KB, pf);
         }
         FS::store(dots, FS::reduce_lanes(acc));
         for (int r = 0; r < RB && r0 + r < n_rows; ++r)

@@ -23,13 +23,17 @@ struct QuantDot : DequantAvx2<Arch> {
   using Row = QueryRow<int8_t>;
   static constexpr bool kQ4PairOrder = false;
   static constexpr int32_t kQ8Offset = 0;  // so q8 keys add no constant term (dot, qk_tile)
+  static constexpr bool kRequestsKeyRows = true;  // dot and qk_tile request rows ahead (quant_dot.hpp)
   static __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
   template <int RB, bool Q4>
-  static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride) {
+  static void dot(const Row* const* q, const uint8_t* k, const float* kscales, int64_t nb, FV* out, int stride,
+                  int64_t ahead) {
     __m256 acc[RB];  // in registers for the whole row (the caller's array would round-trip memory)
     for (int r = 0; r < RB; ++r) acc[r] = out[r * stride];
     const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t scales_at = reinterpret_cast<const uint8_t*>(kscales) - k;
     for (int64_t blk = 0; blk < nb; ++blk) {
+      request_key_block<Q4 ? 16 : 32>(k, ahead, blk, scales_at, nb);
       __m256i kv, kabs;
       if constexpr (Q4) {
         kv = q4_nibbles(k + blk * 16);  // unsigned already
@@ -61,12 +65,13 @@ struct QuantDot : DequantAvx2<Arch> {
   static constexpr bool kQkTile[2] = {true, true};  // q8, q4
   template <int RB, bool Q4, int NB>  // NB: the block count when known at compile time, else 0
   static void qk_tile(const Row* const* q, const uint8_t* const* k, int64_t scales_at, int64_t nb_rt, float* s,
-                      int64_t s_stride, int n_store) {
+                      int64_t s_stride, int n_store, int64_t ahead) {
     const int64_t nb = NB ? NB : nb_rt;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 score[RB];
     for (int r = 0; r < RB; ++r) score[r] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < nb; ++blk) {
+      for (int j = 0; j < 8; ++j) request_key_block<Q4 ? 16 : 32>(k[j], ahead, blk, scales_at, nb);
       __m256i t[8], ka[8];  // dword d of the 8 keys: as stored (q8: its signs; q4: the nibbles) and q8's |k|
       for (int j = 0; j < 8; ++j) t[j] = Q4 ? q4_nibbles(k[j] + blk * 16) : load(k[j] + blk * 32);
       transpose8(t);
