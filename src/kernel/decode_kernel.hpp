@@ -92,6 +92,7 @@ class DecodeAttention {
     dv_pad_ = is_quantized(p.kv.v_type) ? quant_blocks(p.Dv) * kQuantBlock : (p.Dv + W - 1) / W * W;
     k_row_bytes_ = stored_row_bytes(p.kv.k_type, p.D);
     v_row_bytes_ = stored_row_bytes(p.kv.v_type, p.Dv);
+    v_stride_bytes_ = p.kv.vs.l * kv_unit_bytes(p.kv.v_type);
     nb_ = quant_blocks(p.D);
     q_pair_order_ = with_kv_type(p.kv.k_type, [](auto traits) {
       using KTraits = decltype(traits);
@@ -171,7 +172,7 @@ class DecodeAttention {
 
   const Problem& p_;
   Logits<Arch> logits_;
-  int64_t dv_pad_ = 0, k_row_bytes_ = 0, v_row_bytes_ = 0, nb_ = 0;
+  int64_t dv_pad_ = 0, k_row_bytes_ = 0, v_row_bytes_ = 0, v_stride_bytes_ = 0, nb_ = 0;
   bool q_pair_order_ = false;  // the quantized queries' layout the keys' dot product reads
   // Per-item row table and per-tile lists (indices into the active list).
   Row rows_[kMaxRows];
@@ -284,20 +285,22 @@ class DecodeAttention {
     // A tile never crosses a ring's wrap or a page's end (run() cuts tiles there): rows are contiguous.
     const void* k = p_.kv.key_row(b, hkv, j0);
     const int64_t ahead = k_end - j0;  // keys from j0 that prefetches may request (run(): reach)
+    // The tile's V rows, requested while its Q·Kᵀ runs where P·V will read them in column passes
+    // (v_in_passes), else null.
+    const auto* v = static_cast<const uint8_t*>(v_in_passes(n_active) ? p_.kv.value_row(b, hkv, j0) : nullptr);
     // Quantized keys meet the rows' quantized queries, float keys the float ones; the dtype itself
     // is resolved where the register blocks are called (one copy of the row setup per kind).
     if (is_quantized(p_.kv.k_type)) {
       const QRow** qq = qquant_;
       for (int a = 0; a < n_active; ++a) qq[a] = &rows[active[a]].qq;
-      const void* v = kSoftwarePrefetch && is_quantized(p_.kv.v_type) ? p_.kv.value_row(b, hkv, j0) : nullptr;
-      qk_rows_quant(qq, n_active, static_cast<const uint8_t*>(k), int(n), kt, ahead, static_cast<const uint8_t*>(v), s);
+      qk_rows_quant(qq, n_active, static_cast<const uint8_t*>(k), int(n), kt, ahead, v, s);
     } else {
       const float** qrows = qrows_;
       for (int a = 0; a < n_active; ++a) qrows[a] = rows[active[a]].q;
       with_kv_type(p_.kv.k_type, [&](auto traits) MASKATTN_DISPATCH_INLINE {
         using KTraits = decltype(traits);
         if constexpr (!KTraits::kQuantized)
-          qk_rows(qrows, n_active, static_cast<const typename KTraits::Elem*>(k), int(n), kt, ahead, s);
+          qk_rows(qrows, n_active, static_cast<const typename KTraits::Elem*>(k), int(n), kt, ahead, v, s);
       });
     }
 
@@ -331,13 +334,23 @@ class DecodeAttention {
     }
 
     // P·V: full rows together in register blocks; mixed rows over their allowed keys only.
-    const void* v = p_.kv.value_row(b, hkv, j0);
     with_kv_type(p_.kv.v_type, [&](auto traits) MASKATTN_DISPATCH_INLINE {
       using VTraits = decltype(traits);
-      const auto* vr = static_cast<const typename VTraits::Elem*>(v);
+      const auto* vr = static_cast<const typename VTraits::Elem*>(p_.kv.value_row(b, hkv, j0));
       if constexpr (VTraits::kQuantized) pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, QuantRows<VTraits>{vr}, o);
       else pv_tile(ws, rows, s, cls, n_active, elementwise_rules, j0, n, ahead, vr, o);
     });
+  }
+
+  // Whether P·V reads a tile's V rows in column passes, natively: quantized V, and 16-bit V for two
+  // or more rows (pv_rows). The first pass reads part of each row, faster than its requests 16 keys
+  // ahead come from DRAM, so Q·Kᵀ requests the tile's V rows as it goes (AVX2, Zen 3, from DRAM, ns
+  // per key and KV head: GQA float16 55 -> 43, bfloat16 57 -> 44, MHA q8 28.5 -> 26.5; in L3 6%
+  // slower, the requests being instructions). Float32 V and one row's 16-bit V are read in order,
+  // where requesting them too measured no faster from DRAM (GQA float32 74 either way) and 13-33%
+  // slower in L3.
+  bool v_in_passes(int n_rows) const {
+    return kSoftwarePrefetch && (is_quantized(p_.kv.v_type) || (p_.kv.v_type != KVType::f32 && n_rows >= 2));
   }
 
   // Quantized V rows of a tile (the type picks the P·V path; Traits: the dtype's RowTraits).
@@ -384,31 +397,32 @@ class DecodeAttention {
   // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
   // and masked later by the intervals). T: float, uint16_t halves or Bf16.
   template <class T>
-  void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, float* s) const {
+  void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, const uint8_t* v,
+               float* s) const {
     if constexpr (W == 1) {
-      qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
+      qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, v, s);
     } else {
       // Natively, 2 rows x W / 2 keys on 4 lanes, and on 8 for 16-bit keys, read again from L1 by
       // the next rows (AVX2, Zen 3, GQA in L3: bfloat16 40 -> 37 ns per key); float32 keys on 8 at
       // 4 rows x 2 keys, which from DRAM ran 71 ns per key to 2 x 4's 80 (D = 192: 91 to 122). In
       // order, 4 rows fit 4 lanes' registers: each K row is read, and converted, once for 4 rows.
-      if (n_rows == 1) qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, s);
-      else if (n_rows == 2 || (!kInOrderRows && (W == 4 || (W == 8 && !std::is_same_v<T, float>)))) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, s);
-      else if (n_rows <= 4) qk_block_call<4>(qrows, n_rows, k, n, kt, ahead, s);
-      else qk_block_call<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, s);
+      if (n_rows == 1) qk_block_call<1>(qrows, n_rows, k, n, kt, ahead, v, s);
+      else if (n_rows == 2 || (!kInOrderRows && (W == 4 || (W == 8 && !std::is_same_v<T, float>)))) qk_block_call<2>(qrows, n_rows, k, n, kt, ahead, v, s);
+      else if (n_rows <= 4) qk_block_call<4>(qrows, n_rows, k, n, kt, ahead, v, s);
+      else qk_block_call<W >= 16 ? 8 : 4>(qrows, n_rows, k, n, kt, ahead, v, s);
     }
   }
 
   template <int RB, class T>
   MASKATTN_DISPATCH_INLINE void qk_block_call(const float* const* qrows, int n_rows, const T* k, int n, int kt,
-                                              int64_t ahead, float* s) const {
-    if constexpr (kCallsThroughOpaquePointers) (this->*out_of_line(&DecodeAttention::qk_block<RB, T>))(qrows, n_rows, k, n, kt, ahead, s);
-    else qk_block<RB>(qrows, n_rows, k, n, kt, ahead, s);
+                                              int64_t ahead, const uint8_t* v, float* s) const {
+    if constexpr (kCallsThroughOpaquePointers) (this->*out_of_line(&DecodeAttention::qk_block<RB, T>))(qrows, n_rows, k, n, kt, ahead, v, s);
+    else qk_block<RB>(qrows, n_rows, k, n, kt, ahead, v, s);
   }
 
   template <int RB, class T>
   MASKATTN_NOINLINE_WASM void qk_block(const float* const* qrows, int n_rows, const T* k, int n, int kt,
-                                  int64_t ahead, float* s) const {
+                                  int64_t ahead, const uint8_t* v, float* s) const {
     constexpr int KB = W / RB;
     static_assert(RB * KB == W, "one accumulator per lane of the reduced vector");
     const int64_t D = p_.D, d_vec = D / W * W, ks = p_.kv.ks.l, pf = prefetch_keys(k_row_bytes_);
@@ -420,8 +434,10 @@ class DecodeAttention {
         const float* q[RB];
         for (int r = 0; r < RB; ++r) q[r] = qrows[std::min(r0 + r, n_rows - 1)];
         if (r0 == 0)
-          for (int c = 0; c < KB; ++c)
+          for (int c = 0; c < KB; ++c) {
             if (j + c + pf < ahead) prefetch_bytes(k + (j + c + pf) * ks, k_row_bytes_);
+            if (v && j + c < n) prefetch_bytes(v + (j + c) * v_stride_bytes_, v_row_bytes_);
+          }
         V acc[W];
         if constexpr (kInOrderRows) {
           for (int c = 0; c < KB; ++c) dot_in_order<RB, KB>(q, kr[c], d_vec, acc + c);

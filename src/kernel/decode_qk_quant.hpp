@@ -3,12 +3,13 @@
 // (kernel/quant_dot.hpp), or L keys at a time with keys in lanes where QuantDot has qk_tile. Out of
 // the class only to keep each file short. Included by decode_kernel.hpp alone, after the class.
 //
-// Reads ahead, natively: each key row 16 keys on (request_keys), and the tile's own quantized V
-// rows (v) while its Q·Kᵀ runs, so that they are in L1 when P·V starts. P·V's passes over 32
-// columns read a row's first block only in the first pass, about 3 ns per key, so its own requests
-// 16 keys ahead came too late for DRAM (AVX2, Zen 3, from DRAM, ns per key and KV head: MHA q8
-// 28.5 -> 26.5, q4 21.5 -> 20.6, GQA q8 49.8 -> 46.5; with the cache resident 3% slower, 18.9 ->
-// 19.6: the requests are instructions). Dropping P·V's requests then cost MHA q8 2 ns per key.
+// Reads ahead, natively: each key row 16 keys on (request_keys), and the tile's own V rows (v,
+// where P·V reads them in column passes: DecodeAttention::v_in_passes) while its Q·Kᵀ runs, so
+// that they are in L1 when P·V starts. For quantized V (passes of 32 columns, the first reading a
+// row's first block only, about 3 ns per key) P·V's own requests 16 keys ahead came too late from
+// DRAM (AVX2, Zen 3, from DRAM, ns per key and KV head: MHA q8 28.5 -> 26.5, q4 21.5 -> 20.6, GQA
+// q8 49.8 -> 46.5; with the cache resident 3% slower, 18.9 -> 19.6). Dropping P·V's requests then
+// cost MHA q8 2 ns per key, so both stay.
 
 #pragma once
 
@@ -76,7 +77,7 @@ MASKATTN_DISPATCH_INLINE inline void DecodeAttention<Arch>::qk_block_quant_nb(co
                                                                               float* s) const {
   constexpr int KB = L / RB;
   static_assert(RB * KB == L, "one accumulator per lane of the reduced vector");
-  const int64_t ks = p_.kv.ks.l, vs = p_.kv.vs.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
+  const int64_t ks = p_.kv.ks.l, vs = v_stride_bytes_, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
   quant_dot_check_here();
   if constexpr (HasQkTile<QD, KTraits::kType == KVType::q4>::value && RB >= 4) {  // L keys at a time, keys in lanes (measured: 2 rows gain nothing, 1 loses 7-15%)
     for (int r0 = 0; r0 < n_rows; r0 += RB) {
@@ -120,7 +121,7 @@ MASKATTN_DISPATCH_INLINE inline void DecodeAttention<Arch>::qk_rows_quant(const 
                                                                           int64_t ahead, const uint8_t* v,
                                                                           float* s) const {
   constexpr int KB = L / RB;
-  const int64_t ks = p_.kv.ks.l, vs = p_.kv.vs.l, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
+  const int64_t ks = p_.kv.ks.l, vs = v_stride_bytes_, nb = NB ? NB : nb_, scales_at = nb * KTraits::kValueBytes;
   alignas(64) float dots[L];
   for (int r0 = 0; r0 < n_rows; r0 += RB) {
     const QRow* q[RB];
