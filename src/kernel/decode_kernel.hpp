@@ -345,7 +345,7 @@ class DecodeAttention {
   // Whether P·V reads a tile's V rows in column passes, natively: quantized V, and 16-bit V for two
   // or more rows (pv_rows). The first pass reads part of each row, faster than its requests 16 keys
   // ahead come from DRAM, so Q·Kᵀ requests the tile's V rows as it goes (AVX2, Zen 3, from DRAM, ns
-  // per key and KV head: GQA float16 55 -> 43, bfloat16 57 -> 44, MHA q8 28.5 -> 26.5; in L3 6%
+  // per key and KV head: GQA float16 55 -> 43, bfloat16 57 -> 44, MHA q8 28.5 -> 26.5; in L3 3-6%
   // slower, the requests being instructions). Float32 V and one row's 16-bit V are read in order,
   // where requesting them too measured no faster from DRAM (GQA float32 74 either way) and 13-33%
   // slower in L3.
@@ -395,7 +395,8 @@ class DecodeAttention {
   // ---------------------------------------------------------------- Q·Kᵀ
 
   // s[a][j] = q_a · k_j for the n keys of the tile (lanes [n, kt) are computed from a repeated key
-  // and masked later by the intervals). T: float, uint16_t halves or Bf16.
+  // and masked later by the intervals). T: float, uint16_t halves or Bf16. v: the tile's V rows to
+  // request as it goes (v_in_passes), or null.
   template <class T>
   void qk_rows(const float* const* qrows, int n_rows, const T* k, int n, int kt, int64_t ahead, const uint8_t* v,
                float* s) const {
@@ -494,7 +495,7 @@ class DecodeAttention {
   static constexpr int L = FS::W;
 
   // Q·Kᵀ over quantized keys (kernel/decode_qk_quant.hpp): rows in register blocks, QuantDot's
-  // integer dot products per block; v: the tile's quantized V rows, requested while it runs (or null).
+  // integer dot products per block; v as qk_rows'.
   void qk_rows_quant(const QRow* const* qq, int n_rows, const uint8_t* k, int n, int kt, int64_t ahead,
                      const uint8_t* v, float* s) const;
   MASKATTN_PREFETCH_INLINE int64_t request_keys(const uint8_t* k, int j, int count, int64_t ahead, int64_t ks) const;
