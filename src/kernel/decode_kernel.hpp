@@ -348,9 +348,10 @@ class DecodeAttention {
   // per key and KV head: GQA float16 55 -> 43, bfloat16 57 -> 44, MHA q8 28.5 -> 26.5; in L3 3-6%
   // slower, the requests being instructions). Float32 V and one row's 16-bit V are read in order,
   // where requesting them too measured no faster from DRAM (GQA float32 74 either way) and 13-33%
-  // slower in L3.
+  // slower in L3. A P·V in integers over the whole tile (QD::kPvTile: AVX-512 VNNI) requests its V
+  // rows a tile ahead itself.
   bool v_in_passes(int n_rows) const {
-    return kSoftwarePrefetch && (is_quantized(p_.kv.v_type) || (p_.kv.v_type != KVType::f32 && n_rows >= 2));
+    return kSoftwarePrefetch && (is_quantized(p_.kv.v_type) ? !QD::kPvTile : p_.kv.v_type != KVType::f32 && n_rows >= 2);
   }
 
   // Quantized V rows of a tile (the type picks the P·V path; Traits: the dtype's RowTraits).
